@@ -1,0 +1,194 @@
+"""The ACP surface: one handler per method, over a JSON-RPC peer; knows nothing of SQLite.
+
+It keeps the client's capabilities for the connection and gates every client call on them,
+advertises exactly what the adapter can do, and runs prompts through the turn supervisor.
+Every runtime event of a turn passes through `publish`, the one place that numbers, records
+and maps it to a `session/update`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+import acp_server
+from acp_server import methods
+from acp_server.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, RpcError
+from acp_server.jsonrpc import Peer
+from acp_server.mapping import to_update
+from acp_server.protocol import (
+    AuthenticateParams,
+    InitializeParams,
+    NewSessionParams,
+    PromptParams,
+    SessionParams,
+    parse,
+)
+from acp_server.sessions import Session, SessionRegistry
+from acp_server.tools import ClientCapabilities, ClientTools
+from acp_server.turns import RunNumbering, run_turn
+from adapters.base import AdapterCapabilities, Message, RuntimeAdapter, TurnInput
+from adapters.events import Envelope, RuntimeEvent
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOptions:
+    max_workers: int = 8
+    permission_timeout: float | None = None
+    cancel_grace: float = 1.0
+
+
+class AcpAgent:
+    def __init__(self, adapter: RuntimeAdapter, options: AgentOptions | None = None) -> None:
+        self.adapter = adapter
+        self.options = options or AgentOptions()
+        self.capabilities: AdapterCapabilities = adapter.capabilities()
+        self.sessions = SessionRegistry()
+        self.client = ClientCapabilities()
+        self.peer: Peer | None = None
+        self._initialized = False
+        self._limiter = anyio.CapacityLimiter(self.options.max_workers)
+        self._run_counter = 0
+
+    def handlers(self) -> dict[str, Handler]:
+        table: dict[str, Handler] = {
+            methods.INITIALIZE: self.handle_initialize,
+            methods.AUTHENTICATE: self.handle_authenticate,
+            methods.SESSION_NEW: self.handle_session_new,
+            methods.SESSION_PROMPT: self.handle_session_prompt,
+            methods.SESSION_CANCEL: self.handle_session_cancel,
+        }
+        return {name: self._gated(name, handler) for name, handler in table.items()}
+
+    def _gated(self, name: str, handler: Handler) -> Handler:
+        if name == methods.INITIALIZE:
+            return handler
+
+        async def gated(params: dict[str, Any]) -> Any:
+            if not self._initialized:
+                raise RpcError(INVALID_REQUEST, "Invalid request: call initialize first")
+            return await handler(params)
+
+        return gated
+
+    # --- connection ----------------------------------------------------------------------
+
+    async def handle_initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = parse(InitializeParams, params)
+        self.client = ClientCapabilities.from_wire(request.client_capabilities)
+        self._initialized = True
+        caps = self.capabilities
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": False,
+                "promptCapabilities": {
+                    "image": caps.image, "audio": caps.audio, "embeddedContext": caps.embedded_context,
+                },
+                "mcpCapabilities": {"http": caps.mcp_http, "sse": caps.mcp_sse},
+                "sessionCapabilities": {},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "acp-server", "title": f"acp-server ({self.adapter.name})",
+                          "version": acp_server.__version__},
+        }
+
+    async def handle_authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
+        parse(AuthenticateParams, params)
+        return {}
+
+    async def on_close(self) -> None:
+        """The client went away: cancel every running and queued turn."""
+        for session in self.sessions.all():
+            session.queue.cancel_all()
+
+    # --- sessions ------------------------------------------------------------------------
+
+    async def handle_session_new(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = parse(NewSessionParams, params)
+        self._check_mcp_transports(request.mcp_servers)
+        session = self.sessions.create(
+            cwd=request.cwd,
+            mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers),
+        )
+        return {"sessionId": session.id}
+
+    def _check_mcp_transports(self, servers: list[Any]) -> None:
+        offered = {"stdio": True, "http": self.capabilities.mcp_http, "sse": self.capabilities.mcp_sse}
+        for index, server in enumerate(servers):
+            if not offered[server.type]:
+                raise RpcError(INVALID_PARAMS, f"Invalid params: MCP transport {server.type} is not supported",
+                               {"errors": [{"field": f"mcpServers.{index}.type", "problem": "is not supported"}]})
+
+    async def handle_session_cancel(self, params: dict[str, Any]) -> None:
+        request = parse(SessionParams, params)
+        session = self.sessions.find(request.session_id)
+        if session is None:
+            log.info("session/cancel for unknown session ignored")
+            return
+        session.queue.cancel_all()
+
+    async def handle_session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = parse(PromptParams, params)
+        session = self.sessions.get(request.session_id)
+        blocks = tuple(block.model_dump(by_alias=True, exclude_none=True) for block in request.prompt)
+        self._check_prompt_content(blocks)
+        ticket = session.queue.enter()
+        try:
+            await ticket.wait()
+            if ticket.cancelled:
+                return {"stopReason": "cancelled"}
+            outcome = await self._run(session, blocks, ticket)
+        finally:
+            session.queue.leave(ticket)
+        if outcome.stop_reason == "error":
+            raise RpcError(INTERNAL_ERROR, outcome.error or "The agent failed")
+        return {"stopReason": outcome.stop_reason}
+
+    def _check_prompt_content(self, blocks: tuple[dict[str, Any], ...]) -> None:
+        allowed = {"text", "resource_link"}
+        caps = self.capabilities
+        allowed |= {name for name, ok in (("image", caps.image), ("audio", caps.audio),
+                                          ("resource", caps.embedded_context)) if ok}
+        for index, block in enumerate(blocks):
+            if block["type"] not in allowed:
+                raise RpcError(INVALID_PARAMS, f"Invalid params: this agent does not accept {block['type']} content",
+                               {"errors": [{"field": f"prompt.{index}.type", "problem": "is not supported"}]})
+
+    async def _run(self, session: Session, blocks: tuple[dict[str, Any], ...], ticket: Any) -> Any:
+        assert self.peer is not None
+        self._run_counter += 1
+        numbering = RunNumbering(f"run_{session.id[5:17]}_{self._run_counter}", session.id)
+
+        async def emit(event: RuntimeEvent) -> None:
+            await self.publish(numbering.envelope(event))
+
+        services = ClientTools(
+            peer=self.peer, client=self.client, session_id=session.id, cwd=session.cwd,
+            roots=session.roots, permissions=session.permissions, emit=emit,
+            permission_timeout=self.options.permission_timeout,
+        )
+        turn = TurnInput(session.id, session.cwd, blocks, tuple(session.history), session.mode,
+                         dict(session.config), session.mcp_servers)
+        outcome = await run_turn(
+            adapter=self.adapter, turn=turn, ticket=ticket, services=services, publish=self.publish,
+            numbering=numbering, limiter=self._limiter, grace=self.options.cancel_grace,
+        )
+        session.history.append(Message("user", turn.text))
+        return outcome
+
+    async def publish(self, envelope: Envelope) -> None:
+        """Every runtime event of every turn passes here, in order."""
+        update = to_update(envelope.event)
+        if update is not None and self.peer is not None:
+            await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})

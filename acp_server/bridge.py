@@ -1,0 +1,267 @@
+"""The thread bridge: a synchronous agent in a worker thread, the asyncio loop on the other side.
+
+Reports (text, thoughts, tool calls, ...) go into a bounded buffer without a round trip: the
+worker only wakes the loop when the buffer was empty, and while the loop lags behind,
+consecutive text deltas merge in the buffer instead of piling up. Asks (permission, files,
+commands) travel through the same buffer, so they reach the editor after every report made
+before them, and the worker blocks on a future until the loop answers. After `cancel`, every
+sink call raises `TurnCancelled` and nothing the worker reports reaches the editor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from adapters.base import (
+    CommandResult,
+    PermissionDecision,
+    RuntimeAdapter,
+    TurnCancelled,
+    TurnInput,
+)
+from adapters.events import (
+    PlanEntry,
+    PlanUpdated,
+    RuntimeEvent,
+    TextDelta,
+    ThoughtDelta,
+    TitleChanged,
+    ToolCallStarted,
+    ToolCallUpdated,
+    ToolContent,
+    ToolKind,
+    ToolStatus,
+    UsageReported,
+)
+
+log = logging.getLogger(__name__)
+
+MERGE_LIMIT = 16 * 1024
+
+
+class TurnServices(Protocol):
+    """What a turn's asks need from the editor side; implemented in `acp_server.tools`."""
+
+    async def request_permission(self, tool: ToolCallStarted) -> PermissionDecision: ...
+    async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str: ...
+    async def write_text_file(self, path: str, content: str) -> str | None: ...
+    async def run_command(
+        self, command: str, tool_call_id: str | None, timeout: float | None
+    ) -> CommandResult: ...
+
+
+@dataclass(slots=True)
+class Ask:
+    """A question from the worker, answered on the loop through `future`."""
+
+    call: Callable[[], Awaitable[Any]]
+    future: concurrent.futures.Future[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The worker's last item: the adapter's return value or the exception it raised."""
+
+    result: Any = None
+    error: BaseException | None = None
+
+
+Item = RuntimeEvent | Ask | Finished
+
+
+class ThreadSink:
+    """The `Sink` a worker thread holds; also the loop's end of the buffer."""
+
+    def __init__(self, services: TurnServices, *, capacity: int = 256) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._services = services
+        self._capacity = capacity
+        self._buffer: deque[Item] = deque()
+        self._lock = threading.Lock()
+        self._not_full = threading.Condition(self._lock)
+        self._parked = False
+        self._wake = asyncio.Event()
+        self._cancel_event = threading.Event()
+        self._asks: set[concurrent.futures.Future[Any]] = set()
+        self._tools: dict[str, ToolCallStarted] = {}
+
+    # --- worker side: control ------------------------------------------------------------
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel_event.is_set()
+
+    def check_cancelled(self) -> None:
+        if self._cancel_event.is_set():
+            raise TurnCancelled("the turn was cancelled")
+
+    def sleep(self, seconds: float) -> None:
+        if self._cancel_event.wait(max(0.0, seconds)):
+            raise TurnCancelled("the turn was cancelled")
+
+    def _push(self, item: Item) -> None:
+        with self._lock:
+            while len(self._buffer) >= self._capacity and not self._cancel_event.is_set():
+                self._not_full.wait()
+            self.check_cancelled()
+            last = self._buffer[-1] if self._buffer else None
+            if (
+                isinstance(item, TextDelta | ThoughtDelta)
+                and type(last) is type(item)
+                and len(last.text) < MERGE_LIMIT  # type: ignore[union-attr]
+            ):
+                self._buffer[-1] = replace(item, text=last.text + item.text)  # type: ignore[union-attr]
+                return
+            self._buffer.append(item)
+            wake, self._parked = self._parked, False
+        if wake:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def _ask(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            self._asks.add(future)
+        try:
+            self._push(Ask(call, future))
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise TurnCancelled("the turn was cancelled") from None
+        finally:
+            with self._lock:
+                self._asks.discard(future)
+
+    # --- worker side: reports ------------------------------------------------------------
+
+    def text(self, text: str) -> None:
+        if text:
+            self._push(TextDelta(text))
+
+    def thought(self, text: str) -> None:
+        if text:
+            self._push(ThoughtDelta(text))
+
+    def tool_call(
+        self,
+        title: str,
+        *,
+        kind: ToolKind = "other",
+        name: str | None = None,
+        raw_input: Any = None,
+        locations: Sequence[str] = (),
+    ) -> str:
+        tool_call_id = f"call_{uuid.uuid4().hex[:16]}"
+        event = ToolCallStarted(tool_call_id, title, kind, name, raw_input, tuple(locations))
+        self._push(event)
+        self._tools[tool_call_id] = event
+        return tool_call_id
+
+    def tool_update(
+        self,
+        tool_call_id: str,
+        *,
+        status: ToolStatus | None = None,
+        title: str | None = None,
+        content: Sequence[ToolContent] | None = None,
+        raw_output: Any = None,
+    ) -> None:
+        if tool_call_id not in self._tools:
+            raise ValueError(f"unknown tool call id {tool_call_id!r}: start it with tool_call()")
+        self._push(ToolCallUpdated(
+            tool_call_id, status, title, None if content is None else tuple(content), raw_output
+        ))
+
+    def plan(self, entries: Sequence[PlanEntry]) -> None:
+        self._push(PlanUpdated(tuple(entries)))
+
+    def usage(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = None,
+        context_used: int | None = None,
+        context_size: int | None = None,
+    ) -> None:
+        self._push(UsageReported(input_tokens, output_tokens, cost_usd, context_used, context_size))
+
+    def title(self, title: str) -> None:
+        self._push(TitleChanged(title))
+
+    # --- worker side: asks ---------------------------------------------------------------
+
+    def request_permission(self, tool_call_id: str) -> PermissionDecision:
+        tool = self._tools.get(tool_call_id)
+        if tool is None:
+            raise ValueError(f"unknown tool call id {tool_call_id!r}: start it with tool_call()")
+        decision: PermissionDecision = self._ask(lambda: self._services.request_permission(tool))
+        if decision.cancelled:
+            self.check_cancelled()
+        return decision
+
+    def read_text_file(self, path: str, *, line: int | None = None, limit: int | None = None) -> str:
+        return self._ask(lambda: self._services.read_text_file(path, line, limit))  # type: ignore[no-any-return]
+
+    def write_text_file(self, path: str, content: str) -> str | None:
+        return self._ask(lambda: self._services.write_text_file(path, content))  # type: ignore[no-any-return]
+
+    def run_command(
+        self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
+    ) -> CommandResult:
+        return self._ask(lambda: self._services.run_command(command, tool_call_id, timeout))  # type: ignore[no-any-return]
+
+    # --- worker side: the turn itself ----------------------------------------------------
+
+    def work(self, adapter: RuntimeAdapter, turn: TurnInput) -> None:
+        """Runs in the worker thread: the whole turn, ending with exactly one `Finished`."""
+        try:
+            finished = Finished(result=adapter.run_turn(turn, self))
+        except BaseException as exc:  # the loop decides what an exception means
+            finished = Finished(error=exc)
+        with self._lock:
+            self._buffer.append(finished)
+            wake, self._parked = self._parked, False
+        if wake:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    # --- loop side -----------------------------------------------------------------------
+
+    async def take(self) -> list[Item]:
+        """Everything the worker has queued, in order; waits while there is nothing."""
+        while True:
+            with self._lock:
+                if self._buffer:
+                    items = list(self._buffer)
+                    self._buffer.clear()
+                    self._not_full.notify_all()
+                    return items
+                self._wake.clear()
+                self._parked = True
+            await self._wake.wait()
+
+    def cancel(self) -> None:
+        """From the loop: every later sink call raises, and every pending ask is abandoned."""
+        with self._lock:
+            self._cancel_event.set()
+            self._not_full.notify_all()
+            asks = list(self._asks)
+        for future in asks:
+            future.cancel()
+
+
+def answer(ask: Ask, *, result: Any = None, error: BaseException | None = None) -> None:
+    """Hand a result to the waiting worker; a no-op when the worker stopped waiting."""
+    try:
+        if error is not None:
+            ask.future.set_exception(error)
+        else:
+            ask.future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass

@@ -1,0 +1,118 @@
+"""The `acp-server` command: serve ACP over stdio, or act as a client with `prompt`.
+
+Every server option can also be set with an `ACP_SERVER_*` environment variable; a flag wins
+over the environment. Heavy imports happen only once a command needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+ENV_PREFIX = "ACP_SERVER_"
+
+SERVER_OPTIONS: list[tuple[str, dict[str, object]]] = [
+    ("--agent", {"help": "agent to serve: echo or scripted (default: echo)", "default": "echo"}),
+    ("--script", {"help": "scenario file for the scripted agent (format in the README)"}),
+    ("--log-level", {"help": "DEBUG, INFO, WARNING or ERROR (default: WARNING); logs go to stderr",
+                     "default": "WARNING"}),
+    ("--log-file", {"help": "also write the log to this file"}),
+    ("--max-workers", {"help": "agent turns that may run at once, each in a worker thread (default: 8)",
+                       "type": int, "default": 8}),
+    ("--permission-timeout", {"help": "seconds to wait for a permission answer before denying "
+                                      "(default: wait as long as the editor takes)", "type": float}),
+    ("--max-frame-bytes", {"help": "longest accepted input line in bytes (default: 64 MiB)",
+                           "type": int, "default": 64 << 20}),
+]
+
+
+def _env_name(flag: str) -> str:
+    return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("server options (each also settable as ACP_SERVER_<NAME>)")
+    for flag, spec in SERVER_OPTIONS:
+        spec = dict(spec)
+        env = os.environ.get(_env_name(flag))
+        if env is not None:
+            convert = spec.get("type", str)
+            spec["default"] = convert(env)  # type: ignore[operator]
+        spec["help"] = f"{spec['help']} [env {_env_name(flag)}]"
+        group.add_argument(flag, **spec)  # type: ignore[arg-type]
+
+
+def server_args(args: argparse.Namespace) -> list[str]:
+    """The server options of `args` as command-line flags, to start a server subprocess."""
+    argv: list[str] = []
+    for flag, spec in SERVER_OPTIONS:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None and value != spec.get("default"):
+            argv += [flag, str(value)]
+    return argv
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="acp-server",
+        description="An Agent Client Protocol (ACP v1) agent server. Editors launch it and speak "
+        "JSON-RPC over stdin/stdout, one JSON object per line. Run without a command to serve.",
+    )
+    add_server_options(parser)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    prompt = commands.add_parser(
+        "prompt", help="send one prompt to a server started as a subprocess and print the reply",
+        description="A real ACP client: starts acp-server over stdio, opens a session, sends the "
+        "prompt and prints the streamed reply, thoughts and tool calls as they arrive.",
+    )
+    add_server_options(prompt)
+    prompt.add_argument("text", help="the prompt")
+    prompt.add_argument("--cwd", default=os.getcwd(), help="the session's working directory (default: here)")
+    answer = prompt.add_mutually_exclusive_group()
+    answer.add_argument("--allow", action="store_true", help="allow every permission request (once)")
+    answer.add_argument("--deny", action="store_true", help="reject every permission request (once)")
+    prompt.add_argument("--json", action="store_true", help="print the raw session/update payloads as JSON lines")
+    return parser
+
+
+def configure_logging(level: str, log_file: str | None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    logging.basicConfig(level=level.upper(), handlers=handlers,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        configure_logging(args.log_level, args.log_file)
+    except (ValueError, OSError) as exc:
+        parser.error(f"--log-level/--log-file: {exc}")
+    if args.command == "prompt":
+        from acp_server.client import run_prompt_command
+
+        return run_prompt_command(args)
+    return _serve(args, parser)
+
+
+def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import anyio
+
+    from acp_server.agent import AcpAgent, AgentOptions
+    from acp_server.server import serve_stdio
+    from adapters.registry import create_adapter
+
+    try:
+        adapter = create_adapter(args.agent, script=args.script)
+    except (ValueError, OSError) as exc:
+        parser.error(str(exc))
+    if args.max_workers < 1:
+        parser.error("--max-workers must be at least 1")
+    options = AgentOptions(max_workers=args.max_workers, permission_timeout=args.permission_timeout)
+    anyio.run(lambda: serve_stdio(AcpAgent(adapter, options), max_frame_bytes=args.max_frame_bytes))
+    return 0

@@ -1,0 +1,117 @@
+"""The one mapping from runtime events to ACP `session/update` payloads.
+
+Pure functions of the event alone: live streaming and journal replay call the same code,
+so what an editor sees after a reload is what it saw live. Events with no wire form of
+their own (the end of a turn) map to None.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from adapters.events import (
+    DiffContent,
+    PlanUpdated,
+    PromptReceived,
+    RuntimeEvent,
+    TerminalContent,
+    TextContent,
+    TextDelta,
+    ThoughtDelta,
+    TitleChanged,
+    ToolCallStarted,
+    ToolCallUpdated,
+    ToolContent,
+    TurnFinished,
+    UsageReported,
+)
+
+
+def tool_content(content: ToolContent) -> dict[str, Any]:
+    if isinstance(content, TextContent):
+        return {"type": "content", "content": {"type": "text", "text": content.text}}
+    if isinstance(content, DiffContent):
+        return {"type": "diff", "path": content.path, "oldText": content.old_text, "newText": content.new_text}
+    assert isinstance(content, TerminalContent)
+    return {"type": "terminal", "terminalId": content.terminal_id}
+
+
+def _locations(paths: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [{"path": path} for path in paths]
+
+
+def tool_call_fields(event: ToolCallStarted) -> dict[str, Any]:
+    """The tool call as ACP describes it; shared by `tool_call` and permission requests."""
+    fields: dict[str, Any] = {
+        "toolCallId": event.tool_call_id,
+        "title": event.title,
+        "kind": event.tool_kind,
+        "status": "pending",
+    }
+    if event.raw_input is not None:
+        fields["rawInput"] = event.raw_input
+    if event.locations:
+        fields["locations"] = _locations(event.locations)
+    if event.content:
+        fields["content"] = [tool_content(c) for c in event.content]
+    return fields
+
+
+def _tool_update(event: ToolCallUpdated) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": event.tool_call_id}
+    if event.status is not None:
+        update["status"] = event.status
+    if event.title is not None:
+        update["title"] = event.title
+    if event.content is not None:
+        update["content"] = [tool_content(c) for c in event.content]
+    if event.raw_output is not None:
+        update["rawOutput"] = event.raw_output
+    if event.locations is not None:
+        update["locations"] = _locations(event.locations)
+    return update
+
+
+def _usage(event: UsageReported) -> dict[str, Any] | None:
+    if event.context_size is None:
+        return None  # usage_update needs the window size; never invent one
+    used = event.context_used if event.context_used is not None else event.input_tokens + event.output_tokens
+    update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": used, "size": event.context_size}
+    if event.cost_usd is not None and math.isfinite(event.cost_usd):
+        update["cost"] = {"amount": event.cost_usd, "currency": "USD"}
+    return update
+
+
+def to_update(event: RuntimeEvent) -> dict[str, Any] | None:
+    """The `update` object of a `session/update` notification for one event, or None."""
+    match event:
+        case TextDelta(text=text):
+            return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        case ThoughtDelta(text=text):
+            return {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}}
+        case ToolCallStarted():
+            return {"sessionUpdate": "tool_call", **tool_call_fields(event)}
+        case ToolCallUpdated():
+            return _tool_update(event)
+        case PlanUpdated(entries=entries):
+            return {
+                "sessionUpdate": "plan",
+                "entries": [
+                    {"content": e.content, "status": e.status, "priority": e.priority} for e in entries
+                ],
+            }
+        case UsageReported():
+            return _usage(event)
+        case TitleChanged(title=title):
+            return {"sessionUpdate": "session_info_update", "title": title}
+        case PromptReceived():
+            return None  # the client shows its own prompt live; replay sends user chunks
+        case TurnFinished():
+            return None
+    raise TypeError(f"unmapped runtime event {type(event).__name__}")
+
+
+def user_message_chunks(event: PromptReceived) -> list[dict[str, Any]]:
+    """A replayed prompt, block by block, as `user_message_chunk` updates."""
+    return [{"sessionUpdate": "user_message_chunk", "content": block} for block in event.blocks]

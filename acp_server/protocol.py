@@ -1,0 +1,188 @@
+"""Pydantic models for what the client sends us, and the one place params are validated.
+
+Field names are snake_case in Python and camelCase on the wire. Unknown fields are ignored
+(newer clients send more), while wrong types and missing required fields become -32602 with
+the failing fields named and the input values never echoed.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from acp_server.errors import INVALID_PARAMS, RpcError
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+
+
+# --- content blocks ------------------------------------------------------------------------
+
+
+class TextBlock(WireModel):
+    type: Literal["text"]
+    text: str
+
+
+class ImageBlock(WireModel):
+    type: Literal["image"]
+    data: str
+    mime_type: str
+
+
+class AudioBlock(WireModel):
+    type: Literal["audio"]
+    data: str
+    mime_type: str
+
+
+class ResourceLinkBlock(WireModel):
+    type: Literal["resource_link"]
+    uri: str
+    name: str
+
+
+class EmbeddedResource(WireModel):
+    uri: str
+    text: str | None = None
+    blob: str | None = None
+    mime_type: str | None = None
+
+
+class ResourceBlock(WireModel):
+    type: Literal["resource"]
+    resource: EmbeddedResource
+
+
+ContentBlock = Annotated[
+    TextBlock | ImageBlock | AudioBlock | ResourceLinkBlock | ResourceBlock,
+    Field(discriminator="type"),
+]
+
+
+# --- requests ------------------------------------------------------------------------------
+
+
+def _absolute(path: str) -> str:
+    if not os.path.isabs(path):
+        raise ValueError("must be an absolute path")
+    return os.path.normpath(path)
+
+
+class InitializeParams(WireModel):
+    protocol_version: int = Field(ge=0, le=65535)
+    client_capabilities: dict[str, Any] = Field(default_factory=dict)
+    client_info: dict[str, Any] | None = None
+
+
+class AuthenticateParams(WireModel):
+    method_id: str
+
+
+class McpServer(WireModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True)
+    name: str
+    type: Literal["stdio", "http", "sse"] = "stdio"
+
+
+class NewSessionParams(WireModel):
+    cwd: str
+    mcp_servers: list[McpServer]
+    additional_directories: list[str] = Field(default_factory=list)
+
+    _cwd = field_validator("cwd")(_absolute)
+
+
+class SessionParams(WireModel):
+    session_id: str
+
+
+class PromptParams(SessionParams):
+    prompt: list[ContentBlock]
+
+
+class SetModeParams(SessionParams):
+    mode_id: str
+
+
+class SetConfigOptionParams(SessionParams):
+    config_id: str
+    value: str | bool
+    type: str | None = None
+
+
+# --- responses to our requests -------------------------------------------------------------
+
+
+class SelectedOutcome(WireModel):
+    outcome: Literal["selected"]
+    option_id: str
+
+
+class CancelledOutcome(WireModel):
+    outcome: Literal["cancelled"]
+
+
+class PermissionResult(WireModel):
+    outcome: Annotated[SelectedOutcome | CancelledOutcome, Field(discriminator="outcome")]
+
+
+class ReadTextFileResult(WireModel):
+    content: str
+
+
+class CreateTerminalResult(WireModel):
+    terminal_id: str
+
+
+class TerminalExit(WireModel):
+    exit_code: int | None = None
+    signal: str | None = None
+
+
+class TerminalOutputResult(WireModel):
+    output: str
+    truncated: bool = False
+    exit_status: TerminalExit | None = None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+_GENERIC = {
+    "missing": "is required",
+    "union_tag_invalid": "has an unknown type",
+    "union_tag_not_found": "needs a type",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "dict_type": "must be an object",
+    "list_type": "must be an array",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "bool_type": "must be a boolean",
+    "bool_parsing": "must be a boolean",
+}
+
+
+def field_errors(exc: ValidationError) -> list[dict[str, str]]:
+    """The failing fields of a validation error, without the values that failed."""
+    errors = []
+    for error in exc.errors(include_input=False, include_url=False, include_context=False):
+        field = ".".join(str(part) for part in error["loc"]) or "params"
+        problem = _GENERIC.get(error["type"], error["msg"].removeprefix("Value error, "))
+        errors.append({"field": field, "problem": problem})
+    return errors
+
+
+def parse(model: type[M], params: Any) -> M:
+    """Validate `params` as `model`, or raise -32602 naming every failing field."""
+    try:
+        return model.model_validate(params)
+    except ValidationError as exc:
+        errors = field_errors(exc)
+        summary = "; ".join(f"{e['field']} {e['problem']}" for e in errors[:3])
+        raise RpcError(INVALID_PARAMS, f"Invalid params: {summary}", {"errors": errors}) from None

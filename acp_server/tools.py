@@ -1,0 +1,271 @@
+"""What a turn's asks do on the editor side: permission, files, commands.
+
+Files and commands go through the client when it advertised `fs.*` / `terminal`, otherwise
+they run locally, confined to the session's roots (cwd plus additional directories): paths
+that escape through `..`, symlinks or absolute paths are refused. Client errors, timeouts and
+refusals become `ToolRefused` with a message the user can read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from acp_server import methods
+from acp_server.errors import PeerClosedError, RequestTimeoutError, RpcError
+from acp_server.jsonrpc import Peer
+from acp_server.mapping import tool_call_fields
+from acp_server.protocol import (
+    CreateTerminalResult,
+    PermissionResult,
+    ReadTextFileResult,
+    TerminalExit,
+    TerminalOutputResult,
+    parse,
+)
+from adapters.base import CommandResult, PermissionDecision, ToolRefused, TurnCancelled
+from adapters.events import RuntimeEvent, TerminalContent, ToolCallStarted, ToolCallUpdated
+
+log = logging.getLogger(__name__)
+
+CLIENT_TIMEOUT = 60.0
+OUTPUT_LIMIT = 1 << 20
+
+PERMISSION_OPTIONS = [
+    {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
+    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+    {"optionId": "reject_always", "name": "Always reject", "kind": "reject_always"},
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCapabilities:
+    read_text_file: bool = False
+    write_text_file: bool = False
+    terminal: bool = False
+
+    @classmethod
+    def from_wire(cls, caps: dict[str, Any]) -> ClientCapabilities:
+        # Tolerant like the reference implementation: a malformed flag means "not offered".
+        fs = caps.get("fs") if isinstance(caps.get("fs"), dict) else {}
+        return cls(
+            read_text_file=fs.get("readTextFile") is True,
+            write_text_file=fs.get("writeTextFile") is True,
+            terminal=caps.get("terminal") is True,
+        )
+
+
+@dataclass(slots=True)
+class PermissionMemory:
+    """"Always" answers of one session, keyed by the tool's name (or title)."""
+
+    decisions: dict[str, bool] = field(default_factory=dict)
+
+    @staticmethod
+    def key(tool: ToolCallStarted) -> str:
+        return tool.name or tool.title
+
+
+def confine(path: str, *, cwd: str, roots: tuple[str, ...]) -> str:
+    """The real absolute path of `path` (relative to cwd), or ToolRefused when it escapes."""
+    real = os.path.realpath(os.path.join(cwd, path))
+    for root in roots:
+        real_root = os.path.realpath(root)
+        if real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep):
+            return real
+    raise ToolRefused(f"Refused: {path} is outside the session's workspace ({cwd})")
+
+
+class ClientTools:
+    """The `TurnServices` of one turn of one session."""
+
+    def __init__(
+        self,
+        *,
+        peer: Peer,
+        client: ClientCapabilities,
+        session_id: str,
+        cwd: str,
+        roots: tuple[str, ...],
+        permissions: PermissionMemory,
+        emit: Callable[[RuntimeEvent], Awaitable[None]],
+        permission_timeout: float | None = None,
+    ) -> None:
+        self._peer = peer
+        self._client = client
+        self._session_id = session_id
+        self._cwd = cwd
+        self._roots = roots
+        self._permissions = permissions
+        self._emit = emit
+        self._permission_timeout = permission_timeout
+
+    async def _call(self, method: str, params: dict[str, Any], *, timeout: float | None = CLIENT_TIMEOUT) -> Any:
+        try:
+            return await self._peer.request(method, {"sessionId": self._session_id, **params}, timeout=timeout)
+        except PeerClosedError:
+            raise TurnCancelled("the client connection closed") from None
+        except RequestTimeoutError as exc:
+            raise ToolRefused(f"The editor did not answer in time ({exc})") from None
+        except RpcError as exc:
+            raise ToolRefused(f"The editor refused {method}: {exc.message}") from None
+
+    def _absolute(self, path: str) -> str:
+        return os.path.normpath(os.path.join(self._cwd, path))
+
+    # --- permission ----------------------------------------------------------------------
+
+    async def request_permission(self, tool: ToolCallStarted) -> PermissionDecision:
+        key = PermissionMemory.key(tool)
+        if key in self._permissions.decisions:
+            allowed = self._permissions.decisions[key]
+            return PermissionDecision(allowed, reason=None if allowed else "Rejected by an earlier \"always reject\"")
+        fields = tool_call_fields(tool)
+        fields.pop("status")
+        try:
+            result = await self._call(methods.REQUEST_PERMISSION, {"toolCall": fields, "options": PERMISSION_OPTIONS},
+                                      timeout=self._permission_timeout)
+        except ToolRefused as exc:
+            return PermissionDecision(False, reason=f"Denied: {exc}")
+        outcome = parse(PermissionResult, result).outcome
+        if outcome.outcome == "cancelled":
+            return PermissionDecision(False, cancelled=True, reason="The permission request was cancelled")
+        option = outcome.option_id
+        if option not in {o["optionId"] for o in PERMISSION_OPTIONS}:
+            log.warning("unknown permission option %r; treating it as a rejection", option)
+            return PermissionDecision(False, reason="Denied: the editor chose an unknown option")
+        allowed = option.startswith("allow")
+        if option.endswith("always"):
+            self._permissions.decisions[key] = allowed
+        return PermissionDecision(allowed, remember=option.endswith("always"),
+                                  reason=None if allowed else "Permission denied by the user")
+
+    # --- files ---------------------------------------------------------------------------
+
+    async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str:
+        if self._client.read_text_file:
+            params: dict[str, Any] = {"path": self._absolute(path)}
+            if line is not None:
+                params["line"] = line
+            if limit is not None:
+                params["limit"] = limit
+            return parse(ReadTextFileResult, await self._call(methods.FS_READ_TEXT_FILE, params)).content
+        real = confine(path, cwd=self._cwd, roots=self._roots)
+        text = await anyio.to_thread.run_sync(_read_local, real, path)
+        if line is None and limit is None:
+            return text
+        lines = text.splitlines(keepends=True)
+        start = max((line or 1) - 1, 0)
+        return "".join(lines[start:start + limit] if limit is not None else lines[start:])
+
+    async def write_text_file(self, path: str, content: str) -> str | None:
+        old: str | None
+        try:
+            old = await self.read_text_file(path, None, None)
+        except ToolRefused:
+            old = None
+        if self._client.write_text_file:
+            await self._call(methods.FS_WRITE_TEXT_FILE, {"path": self._absolute(path), "content": content})
+            return old
+        real = confine(path, cwd=self._cwd, roots=self._roots)
+        await anyio.to_thread.run_sync(_write_local, real, content)
+        return old
+
+    # --- commands ------------------------------------------------------------------------
+
+    async def run_command(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult:
+        if self._client.terminal:
+            return await self._run_in_client_terminal(command, tool_call_id, timeout)
+        return await _run_local(command, cwd=self._cwd, timeout=timeout)
+
+    async def _run_in_client_terminal(self, command: str, tool_call_id: str | None,
+                                      timeout: float | None) -> CommandResult:
+        created = await self._call(methods.TERMINAL_CREATE, {
+            "command": "/bin/sh", "args": ["-c", command], "cwd": self._cwd, "outputByteLimit": OUTPUT_LIMIT,
+        })
+        terminal_id = parse(CreateTerminalResult, created).terminal_id
+        ref = {"terminalId": terminal_id}
+        try:
+            if tool_call_id is not None:
+                await self._emit(ToolCallUpdated(tool_call_id, content=(TerminalContent(terminal_id),)))
+            exit_status: TerminalExit | None = None
+            with anyio.move_on_after(timeout):
+                exit_status = parse(TerminalExit, await self._call(methods.TERMINAL_WAIT_FOR_EXIT, ref, timeout=None))
+            if exit_status is None:
+                await self._call(methods.TERMINAL_KILL, ref)
+            output = parse(TerminalOutputResult, await self._call(methods.TERMINAL_OUTPUT, ref))
+            status = exit_status or output.exit_status or TerminalExit()
+            text = output.output if exit_status else output.output + f"\n[timed out after {timeout:g} s]"
+            return CommandResult(text, status.exit_code, status.signal, output.truncated, terminal_id)
+        except BaseException:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await self._call(methods.TERMINAL_KILL, ref)
+            raise
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                try:
+                    await self._call(methods.TERMINAL_RELEASE, ref)
+                except (ToolRefused, TurnCancelled) as exc:
+                    log.warning("terminal/release failed: %s", exc)
+
+
+def _read_local(real: str, shown: str) -> str:
+    try:
+        with open(real, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ToolRefused(f"No such file: {shown}") from None
+    except IsADirectoryError:
+        raise ToolRefused(f"{shown} is a directory") from None
+    except OSError as exc:
+        raise ToolRefused(f"Cannot read {shown}: {exc.strerror}") from None
+
+
+def _write_local(real: str, content: str) -> None:
+    try:
+        os.makedirs(os.path.dirname(real), exist_ok=True)
+        tmp = f"{real}.acp-{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(content)
+        os.replace(tmp, real)
+    except OSError as exc:
+        raise ToolRefused(f"Cannot write {real}: {exc.strerror}") from None
+
+
+async def _run_local(command: str, *, cwd: str, timeout: float | None) -> CommandResult:
+    process = await asyncio.create_subprocess_shell(
+        command, cwd=cwd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+    )
+    timed_out = False
+    try:
+        with anyio.move_on_after(timeout) as scope:
+            output, _ = await process.communicate()
+        timed_out = scope.cancelled_caught
+    finally:
+        if process.returncode is None:
+            _kill_group(process.pid)
+            with anyio.CancelScope(shield=True):
+                output, _ = await process.communicate()
+    truncated = len(output) > OUTPUT_LIMIT
+    text = output[-OUTPUT_LIMIT:].decode("utf-8", errors="replace")
+    if timed_out:
+        text += f"\n[timed out after {timeout:g} s]"
+    code = process.returncode
+    sig = signal.Signals(-code).name if code is not None and code < 0 else None
+    return CommandResult(text, None if sig else code, sig, truncated)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,220 @@
+"""Turn supervision: one turn per session at a time, a FIFO of waiting prompts, cancellation.
+
+`TurnQueue` admits prompts in arrival order; `session/cancel` ends the running turn and every
+prompt queued before it. `run_turn` drives one turn: the worker thread on one side, the pump
+that numbers each event and publishes it on the other, and a grace period after which a
+worker that ignores cancellation is abandoned. Cleanup sits in `finally` blocks that also run
+on cancellation, so a stopped turn never wedges its session.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+
+from acp_server.bridge import Ask, Finished, ThreadSink, TurnServices, answer
+from adapters.base import AgentError, RuntimeAdapter, TurnCancelled, TurnInput
+from adapters.events import (
+    STOP_REASONS,
+    Envelope,
+    PromptReceived,
+    RuntimeEvent,
+    TurnFinished,
+)
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[Envelope], Awaitable[None]]
+
+
+class Ticket:
+    """A prompt's place in its session's queue."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self._ready = anyio.Event()
+        self._on_cancel: Callable[[], None] | None = None
+
+    async def wait(self) -> None:
+        await self._ready.wait()
+
+    def admit(self) -> None:
+        self._ready.set()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self._ready.set()
+        if self._on_cancel is not None:
+            self._on_cancel()
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        self._on_cancel = callback
+        if self.cancelled:
+            callback()
+
+
+class TurnQueue:
+    def __init__(self) -> None:
+        self._tickets: deque[Ticket] = deque()
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._tickets)
+
+    def enter(self) -> Ticket:
+        ticket = Ticket()
+        self._tickets.append(ticket)
+        if len(self._tickets) == 1:
+            ticket.admit()
+        return ticket
+
+    def leave(self, ticket: Ticket) -> None:
+        was_head = bool(self._tickets) and self._tickets[0] is ticket
+        self._tickets.remove(ticket)
+        if was_head and self._tickets:
+            self._tickets[0].admit()
+
+    def cancel_all(self) -> None:
+        """Cancel the running turn and every prompt waiting now; later prompts are untouched."""
+        for ticket in list(self._tickets):
+            ticket.cancel()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    stop_reason: str
+    error: str | None = None
+
+
+class RunNumbering:
+    """Numbers a run's events: seq starts at 1 and only grows."""
+
+    def __init__(self, run_id: str, session_id: str) -> None:
+        self.run_id = run_id
+        self.session_id = session_id
+        self.seq = 0
+
+    def envelope(self, event: RuntimeEvent) -> Envelope:
+        self.seq += 1
+        return Envelope(self.run_id, self.session_id, self.seq, event, time.time())
+
+
+class AskScopes:
+    """The cancel scopes of a turn's outstanding asks; cancelling the turn withdraws them all."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self._scopes: set[anyio.CancelScope] = set()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        for scope in self._scopes:
+            scope.cancel()
+
+    async def serve(self, ask: Ask) -> None:
+        try:
+            if self.cancelled:
+                return
+            with anyio.CancelScope() as scope:
+                self._scopes.add(scope)
+                try:
+                    result = await ask.call()
+                except Exception as exc:
+                    answer(ask, error=exc)
+                else:
+                    answer(ask, result=result)
+                finally:
+                    self._scopes.discard(scope)
+        finally:
+            if not ask.future.done():
+                ask.future.cancel()
+
+
+async def run_turn(
+    *,
+    adapter: RuntimeAdapter,
+    turn: TurnInput,
+    ticket: Ticket,
+    services: TurnServices,
+    publish: Publish,
+    numbering: RunNumbering,
+    limiter: anyio.CapacityLimiter,
+    grace: float,
+) -> TurnOutcome:
+    sink = ThreadSink(services)
+    asks = AskScopes()
+    await publish(numbering.envelope(PromptReceived(turn.prompt)))
+    outcome: TurnOutcome | None = None
+
+    def stop() -> None:
+        sink.cancel()
+        asks.cancel()
+        _call_cancel_hook(adapter, turn.session_id)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope() as pump_scope:
+                tg.start_soon(_run_worker, sink, adapter, turn, limiter)
+
+                def cancel() -> None:
+                    stop()
+                    pump_scope.deadline = min(pump_scope.deadline, anyio.current_time() + grace)
+
+                ticket.on_cancel(cancel)
+                outcome = await _pump(sink, publish, numbering, tg, asks)
+            if outcome is None:
+                log.warning("turn of session %s ignored cancellation for %.1f s; abandoned",
+                            turn.session_id, grace)
+                outcome = TurnOutcome("cancelled")
+            tg.cancel_scope.cancel()  # an abandoned worker must not hold the turn open
+    finally:
+        if outcome is None:
+            stop()
+        final = outcome or TurnOutcome("cancelled")
+        with anyio.CancelScope(shield=True):
+            await publish(numbering.envelope(TurnFinished(final.stop_reason, final.error)))
+    return TurnOutcome("cancelled") if ticket.cancelled else outcome
+
+
+async def _run_worker(sink: ThreadSink, adapter: RuntimeAdapter, turn: TurnInput,
+                      limiter: anyio.CapacityLimiter) -> None:
+    await anyio.to_thread.run_sync(sink.work, adapter, turn, limiter=limiter, abandon_on_cancel=True)
+
+
+async def _pump(sink: ThreadSink, publish: Publish, numbering: RunNumbering,
+                tg: anyio.abc.TaskGroup, asks: AskScopes) -> TurnOutcome | None:
+    while True:
+        for item in await sink.take():
+            if isinstance(item, Finished):
+                return _outcome(item, cancelled=sink.cancelled)
+            if isinstance(item, Ask):
+                tg.start_soon(asks.serve, item)
+            else:
+                await publish(numbering.envelope(item))
+
+
+def _outcome(finished: Finished, *, cancelled: bool) -> TurnOutcome:
+    if cancelled or isinstance(finished.error, TurnCancelled):
+        return TurnOutcome("cancelled")
+    if finished.error is not None:
+        if isinstance(finished.error, AgentError):
+            return TurnOutcome("error", str(finished.error))
+        log.error("the agent raised", exc_info=finished.error)
+        return TurnOutcome("error", f"The agent failed ({type(finished.error).__name__}); "
+                                    "the server log has the details")
+    if finished.result not in STOP_REASONS or finished.result == "cancelled":
+        log.warning("the agent returned %r, not a stop reason; treating it as end_turn", finished.result)
+        return TurnOutcome("end_turn")
+    return TurnOutcome(finished.result)
+
+
+def _call_cancel_hook(adapter: RuntimeAdapter, session_id: str) -> None:
+    try:
+        adapter.cancel(session_id)
+    except Exception:
+        log.exception("the adapter's cancel hook failed")

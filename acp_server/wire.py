@@ -1,0 +1,161 @@
+"""The stdio wire: newline-delimited JSON frames in, compact JSON frames out.
+
+`claim_stdout` keeps the real stdout for protocol frames and points fd 1 and `sys.stdout` at
+stderr, so a stray print anywhere in the process (agents, libraries, children) cannot corrupt
+the wire. Readers yield whole lines as bytes, or `Oversized` for a line over the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+
+
+@dataclass(frozen=True, slots=True)
+class Oversized:
+    """A line longer than the frame limit; its bytes were discarded."""
+
+    size: int
+
+
+Frame = bytes | Oversized
+
+
+class FrameWriter(Protocol):
+    async def write(self, data: bytes) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+def claim_stdout() -> int:
+    """Keep the real stdout for the wire and send everything else written to fd 1 to stderr."""
+    sys.stdout.flush()
+    wire_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return wire_fd
+
+
+def split_lines(max_frame_bytes: int) -> Callable[[bytes], list[Frame]]:
+    """A stateful splitter: feed chunks, get back complete frames (or `Oversized` markers)."""
+    buffer = bytearray()
+    discarding = 0  # bytes dropped so far of a line already over the limit
+
+    def feed(chunk: bytes) -> list[Frame]:
+        nonlocal discarding
+        frames: list[Frame] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                break
+            piece = chunk[start:end]
+            if discarding:
+                frames.append(Oversized(discarding + len(piece)))
+                discarding = 0
+            elif len(buffer) + len(piece) > max_frame_bytes:
+                frames.append(Oversized(len(buffer) + len(piece)))
+                buffer.clear()
+            elif buffer:
+                buffer.extend(piece)
+                frames.append(bytes(buffer))
+                buffer.clear()
+            else:
+                frames.append(piece)
+            start = end + 1
+        rest = chunk[start:]
+        if discarding:
+            discarding += len(rest)
+        elif len(buffer) + len(rest) > max_frame_bytes:
+            discarding = len(buffer) + len(rest)
+            buffer.clear()
+        else:
+            buffer.extend(rest)
+        return frames
+
+    return feed
+
+
+async def read_frames(fd: int, max_frame_bytes: int) -> AsyncIterator[Frame]:
+    """Yield the frames read from `fd` until EOF; a final unterminated line counts as a frame."""
+    feed = split_lines(max_frame_bytes)
+    async for chunk in _read_chunks(fd):
+        for frame in feed(chunk):
+            yield frame
+    for frame in feed(b"\n"):
+        if frame:
+            yield frame
+
+
+async def _read_chunks(fd: int) -> AsyncIterator[bytes]:
+    if _is_regular_file(fd):
+        while chunk := await anyio.to_thread.run_sync(os.read, fd, 1 << 16):
+            yield chunk
+        return
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
+    pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe
+    )
+    try:
+        while chunk := await reader.read(1 << 16):
+            yield chunk
+    finally:
+        transport.close()
+
+
+def _is_regular_file(fd: int) -> bool:
+    return stat.S_ISREG(os.fstat(fd).st_mode)
+
+
+class PipeWriter:
+    """Writes to a pipe through asyncio's transport; `write` waits while the reader lags."""
+
+    def __init__(self, transport: asyncio.WriteTransport, protocol: Any) -> None:
+        self._transport = transport
+        self._writer = asyncio.StreamWriter(transport, protocol, None, asyncio.get_running_loop())
+
+    @classmethod
+    async def open(cls, fd: int) -> FrameWriter:
+        if _is_regular_file(fd):
+            return FileWriter(fd)
+        loop = asyncio.get_running_loop()
+        pipe = os.fdopen(fd, "wb", buffering=0)
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.streams.FlowControlMixin(loop=loop), pipe
+        )
+        return cls(transport, protocol)
+
+    async def write(self, data: bytes) -> None:
+        self._writer.write(data)
+        await self._writer.drain()
+
+    async def aclose(self) -> None:
+        try:
+            await self._writer.drain()
+        except (ConnectionError, BrokenPipeError):
+            pass
+        self._transport.close()
+
+
+class FileWriter:
+    """Blocking writes for a stdout redirected to a regular file (scripts, logs)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+
+    async def aclose(self) -> None:
+        os.close(self._fd)

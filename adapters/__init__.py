@@ -1,0 +1,1 @@
+"""Agent runtimes behind one interface; imports nothing from `acp_server`."""

@@ -1,0 +1,156 @@
+"""The contract between the server and a synchronous agent runtime.
+
+An adapter's `run_turn` runs in a worker thread. It reports through a `Sink` (text, thoughts,
+tool calls, plans, usage, title) and asks through the sink's blocking calls (permission,
+file read/write, command). Once the turn is cancelled, every sink call raises
+`TurnCancelled`, so an agent that keeps using its sink stops at its next report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from adapters.events import PlanEntry, StopReason, ToolContent, ToolKind, ToolStatus
+
+
+class TurnCancelled(Exception):
+    """Raised inside a worker by any sink call once its turn has been cancelled."""
+
+
+class AgentError(Exception):
+    """An error the agent wants the user to see as is (no traceback, no internals)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of an earlier conversation, handed to a restored session's turns."""
+
+    role: Literal["user", "agent"]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    session_id: str
+    cwd: str
+    prompt: tuple[dict[str, Any], ...]
+    history: tuple[Message, ...] = ()
+    mode: str | None = None
+    config: Mapping[str, Any] = field(default_factory=dict)
+    mcp_servers: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The prompt as plain text: text blocks and the text of embedded resources."""
+        parts: list[str] = []
+        for block in self.prompt:
+            if block.get("type") == "text":
+                parts.append(block["text"])
+            elif block.get("type") == "resource_link":
+                parts.append(block["uri"])
+            elif block.get("type") == "resource" and "text" in block.get("resource", {}):
+                parts.append(block["resource"]["text"])
+        return "\n".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionDecision:
+    allowed: bool
+    remember: bool = False
+    cancelled: bool = False
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    output: str
+    exit_code: int | None
+    signal: str | None = None
+    truncated: bool = False
+    terminal_id: str | None = None
+
+
+class ToolRefused(Exception):
+    """A file or command operation the server would not perform (path outside the workspace,
+    client error, timeout). Its message is safe to show to the user."""
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """How a running turn talks back. Reports return at once; asks block until answered."""
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    def check_cancelled(self) -> None: ...
+    def sleep(self, seconds: float) -> None: ...
+    def text(self, text: str) -> None: ...
+    def thought(self, text: str) -> None: ...
+
+    def tool_call(
+        self,
+        title: str,
+        *,
+        kind: ToolKind = "other",
+        name: str | None = None,
+        raw_input: Any = None,
+        locations: Sequence[str] = (),
+    ) -> str: ...
+
+    def tool_update(
+        self,
+        tool_call_id: str,
+        *,
+        status: ToolStatus | None = None,
+        title: str | None = None,
+        content: Sequence[ToolContent] | None = None,
+        raw_output: Any = None,
+    ) -> None: ...
+
+    def plan(self, entries: Sequence[PlanEntry]) -> None: ...
+
+    def usage(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = None,
+        context_used: int | None = None,
+        context_size: int | None = None,
+    ) -> None: ...
+
+    def title(self, title: str) -> None: ...
+    def request_permission(self, tool_call_id: str) -> PermissionDecision: ...
+    def read_text_file(self, path: str, *, line: int | None = None, limit: int | None = None) -> str: ...
+    def write_text_file(self, path: str, content: str) -> str | None: ...
+
+    def run_command(
+        self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
+    ) -> CommandResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterCapabilities:
+    """What a runtime can really do; the server advertises nothing beyond this."""
+
+    streaming: bool = True
+    image: bool = False
+    audio: bool = False
+    embedded_context: bool = False
+    mcp_http: bool = False
+    mcp_sse: bool = False
+    restores_history: bool = False
+    context_window: int | None = None
+
+
+class RuntimeAdapter(Protocol):
+    """One agent runtime. `run_turn` is called in a worker thread, one turn per session at a
+    time; `cancel` may be called from another thread while it runs."""
+
+    name: str
+
+    def capabilities(self) -> AdapterCapabilities: ...
+    def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason: ...
+    def cancel(self, session_id: str) -> None: ...

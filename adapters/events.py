@@ -1,0 +1,161 @@
+"""The normalized runtime events every adapter produces, whatever agent it wraps.
+
+Agents report through a sink; the server turns each report into one of these frozen values,
+numbers it with a per-run `seq`, and hands it to one mapper (live streaming) and, later, to
+the journal. Nothing here knows about ACP or SQLite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ToolKind = Literal[
+    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
+]
+ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+TOOL_KINDS: frozenset[str] = frozenset(ToolKind.__args__)  # type: ignore[attr-defined]
+STOP_REASONS: frozenset[str] = frozenset(StopReason.__args__)  # type: ignore[attr-defined]
+
+
+# --- tool call content -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextContent:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class DiffContent:
+    path: str
+    new_text: str
+    old_text: str | None = None
+    kind: Literal["diff"] = "diff"
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalContent:
+    terminal_id: str
+    kind: Literal["terminal"] = "terminal"
+
+
+ToolContent = TextContent | DiffContent | TerminalContent
+
+
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    content: str
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+    priority: Literal["high", "medium", "low"] = "medium"
+
+
+# --- events --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PromptReceived:
+    """The user's prompt, as plain content blocks; first event of every run."""
+
+    blocks: tuple[dict[str, Any], ...]
+    kind: Literal["prompt"] = "prompt"
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ThoughtDelta:
+    text: str
+    kind: Literal["thought"] = "thought"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    tool_call_id: str
+    title: str
+    tool_kind: ToolKind = "other"
+    name: str | None = None
+    raw_input: Any = None
+    locations: tuple[str, ...] = ()
+    content: tuple[ToolContent, ...] = ()
+    kind: Literal["tool_started"] = "tool_started"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallUpdated:
+    """A change to a visible tool call; fields left as None are unchanged."""
+
+    tool_call_id: str
+    status: ToolStatus | None = None
+    title: str | None = None
+    content: tuple[ToolContent, ...] | None = None
+    raw_output: Any = None
+    locations: tuple[str, ...] | None = None
+    kind: Literal["tool_updated"] = "tool_updated"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanUpdated:
+    entries: tuple[PlanEntry, ...]
+    kind: Literal["plan"] = "plan"
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReported:
+    """Token usage; `cost_usd` is None when the runtime does not know it (never invented)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    context_used: int | None = None
+    context_size: int | None = None
+    kind: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True, slots=True)
+class TitleChanged:
+    title: str
+    kind: Literal["title"] = "title"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinished:
+    """The last event of a run: how it ended, and why when it failed."""
+
+    reason: str
+    message: str | None = None
+    kind: Literal["done"] = "done"
+
+
+RuntimeEvent = (
+    PromptReceived
+    | TextDelta
+    | ThoughtDelta
+    | ToolCallStarted
+    | ToolCallUpdated
+    | PlanUpdated
+    | UsageReported
+    | TitleChanged
+    | TurnFinished
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One numbered event of one run: `event_id` is `run_id:seq` and never changes."""
+
+    run_id: str
+    session_id: str
+    seq: int
+    event: RuntimeEvent
+    created_at: float = field(default=0.0)
+
+    @property
+    def event_id(self) -> str:
+        return f"{self.run_id}:{self.seq}"

@@ -1,0 +1,1 @@
+"""SQLite sessions and run journals; knows nothing of ACP."""
