@@ -233,6 +233,12 @@ class ThreadSink:
 
     # --- loop side -----------------------------------------------------------------------
 
+    @property
+    def pending(self) -> int:
+        """Items reported but not yet taken."""
+        with self._lock:
+            return len(self._buffer)
+
     async def take(self) -> list[Item]:
         """Everything the worker has queued, in order; waits while there is nothing."""
         while True:

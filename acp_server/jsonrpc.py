@@ -246,7 +246,7 @@ class Peer:
             raise RequestTimeoutError(f"{method}: no answer from the client within {timeout:g} s") from None
         finally:
             self._pending.pop(request_id, None)
-            if not answered and not future.done() and not self._closed:
+            if not answered and (future.cancelled() or not future.done()) and not self._closed:
                 self._queue({"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": request_id}})
 
     def _receive_response(self, message: dict[str, Any]) -> None:

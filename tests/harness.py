@@ -58,6 +58,11 @@ class FakeEditor:
 
     # --- sending -------------------------------------------------------------------------
 
+    @property
+    def last_id(self) -> int:
+        """The id of the last request this editor sent."""
+        return self._next_id
+
     async def send_raw(self, data: bytes) -> None:
         await self._send.send(data)
 
@@ -72,6 +77,10 @@ class FakeEditor:
         return response["result"]
 
     async def request_raw(self, method: str, params: Any, *, id: Any = None) -> dict[str, Any]:
+        return await (await self.send_request(method, params, id=id))
+
+    async def send_request(self, method: str, params: Any, *, id: Any = None) -> asyncio.Task[dict[str, Any]]:
+        """Send a request now; the returned task resolves to its response frame."""
         if id is None:
             self._next_id += 1
             id = self._next_id
@@ -79,16 +88,24 @@ class FakeEditor:
         self._waiting[id] = future
         self._methods_by_id[id] = method
         await self.send({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-        with anyio.fail_after(20):
+
+        async def response() -> dict[str, Any]:
+            with anyio.fail_after(20):
+                return await future
+
+        return asyncio.ensure_future(response())
+
+    async def exchange(self, raw: bytes, *, answer_id: Any = None) -> dict[str, Any]:
+        """Send raw bytes and return the frame that answers them (with `answer_id`)."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiting[answer_id] = future
+        await self.send_raw(raw)
+        with anyio.fail_after(10):
             return await future
 
     async def expect_error(self, raw: bytes) -> dict[str, Any]:
         """Send raw bytes that should get an error answer with a null id; return the error."""
-        future = asyncio.get_running_loop().create_future()
-        self._waiting[None] = future
-        await self.send_raw(raw)
-        with anyio.fail_after(10):
-            return (await future)["error"]
+        return (await self.exchange(raw))["error"]
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -111,10 +128,11 @@ class FakeEditor:
             "sessionId": session_id, "prompt": [{"type": "text", "text": text}],
         })
 
-    def start_prompt(self, session_id: str, text: str) -> asyncio.Task[dict[str, Any]]:
-        return asyncio.ensure_future(self.request_raw("session/prompt", {
+    async def start_prompt(self, session_id: str, text: str) -> asyncio.Task[dict[str, Any]]:
+        """Send a prompt now; the returned task resolves to its response frame."""
+        return await self.send_request("session/prompt", {
             "sessionId": session_id, "prompt": [{"type": "text", "text": text}],
-        }))
+        })
 
     def kinds(self, session_id: str) -> list[str]:
         return [u["sessionUpdate"] for u in self.updates[session_id]]

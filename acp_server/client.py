@@ -1,0 +1,599 @@
+"""`acp-server prompt`: a real ACP client that runs one prompt against a server subprocess.
+
+It starts `python -m acp_server` with pipes, speaks JSON-RPC to it through the same `Peer` the
+server uses, serves the server's `fs/*` and permission requests from the local disk and
+terminal, renders the streamed `session/update`s on stdout as they arrive, and turns the
+prompt's stop reason into an exit status. Ctrl-C cancels the turn; a second one quits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TextIO
+
+import anyio
+
+import acp_server
+from acp_server import methods
+from acp_server.cli import server_args
+from acp_server.dispatch import Dispatcher
+from acp_server.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    RESOURCE_NOT_FOUND,
+    PeerClosedError,
+    RpcError,
+)
+from acp_server.jsonrpc import Peer
+from acp_server.wire import Frame, FrameWriter, PipeWriter, read_frames
+
+PROTOCOL_VERSION = 1
+CLIENT_INFO = {"name": "acp-server-prompt", "version": acp_server.__version__}
+CLIENT_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}}
+STARTUP_TIMEOUT = 30.0  # seconds for initialize + session/new together
+REAP_GRACE = 5.0  # seconds the server gets to exit after its stdin closes
+CATCH_UP_TIMEOUT = 5.0  # seconds to finish showing updates that arrived before the prompt's answer
+CONTENT_LINES = 20  # tool output longer than this is cut when shown
+
+EXIT_ERROR = 1
+EXIT_STARTUP = 2
+EXIT_INTERRUPTED = 130
+STOP_REASONS: dict[str, tuple[int, str | None]] = {
+    "end_turn": (0, None),
+    "refusal": (3, "the agent refused to continue"),
+    "max_tokens": (4, "the agent reached its token limit"),
+    "max_turn_requests": (4, "the agent reached its limit of model requests for this turn"),
+    "cancelled": (EXIT_INTERRUPTED, "the turn was cancelled"),
+}
+CANCELLED_OUTCOME = {"outcome": {"outcome": "cancelled"}}
+DIM, RESET = "\x1b[2m", "\x1b[0m"
+PLAN_MARKS = {"completed": "x", "in_progress": "~"}
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+def run_prompt_command(args: argparse.Namespace) -> int:
+    """Run one prompt turn against a fresh server; the exit status reflects how it ended."""
+    command = [sys.executable, "-m", "acp_server", *server_args(args)]
+    try:
+        # A session of its own, so a Ctrl-C at the terminal reaches only us: we cancel politely.
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   start_new_session=True)
+    except OSError as exc:
+        _warn(f"error: cannot start the ACP server ({' '.join(command)}): {exc}")
+        return EXIT_STARTUP
+    try:
+        return anyio.run(_converse_with, args, process, backend="asyncio")
+    except KeyboardInterrupt:  # Ctrl-C before the signal receiver was in place
+        if process.poll() is None:
+            process.kill()
+        return EXIT_INTERRUPTED
+
+
+async def _converse_with(args: argparse.Namespace, process: subprocess.Popen[bytes]) -> int:
+    return await PromptClient(args, process).run()
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- the conversation ---------------------------------------------------------------------
+
+
+class PromptClient:
+    """One server process, one session, one prompt."""
+
+    def __init__(self, args: argparse.Namespace, process: subprocess.Popen[bytes]) -> None:
+        self._args = args
+        self._process = process
+        self._display = Display(sys.stdout, raw=args.json, color=sys.stdout.isatty())
+        self._terminal: Terminal | None = None
+        self._ask_lock = anyio.Lock()
+        self._asks: set[anyio.CancelScope] = set()
+        self._conversation = anyio.CancelScope()
+        self._cwd = os.path.abspath(args.cwd)
+        self._session_id: str | None = None
+        self._turn_running = False
+        self._cancelling = False
+        self._updates_received = 0
+        self._updates_shown = 0
+        self._update_shown = anyio.Event()
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            methods.SESSION_UPDATE: self.handle_session_update,
+            methods.REQUEST_PERMISSION: self.handle_request_permission,
+            methods.FS_READ_TEXT_FILE: read_text_file,
+            methods.FS_WRITE_TEXT_FILE: write_text_file,
+        }
+
+    async def run(self) -> int:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        # Our own copy of the write end, so closing it is what gives the server its EOF.
+        writer = _ClosingOnce(await PipeWriter.open(os.dup(self._process.stdin.fileno())))
+        self._process.stdin.close()
+        limit = self._args.max_frame_bytes
+        peer = Peer(Dispatcher(self.handlers()), max_frame_bytes=limit)
+        status = EXIT_INTERRUPTED
+        try:
+            async with anyio.create_task_group() as tg:
+                frames = self._counting_updates(read_frames(self._process.stdout.fileno(), limit))
+                tg.start_soon(peer.run, frames, writer)
+                tg.start_soon(self._watch_interrupts, peer)
+                with self._conversation:
+                    status = await self._converse(peer)
+                await writer.aclose()
+                await self._reap()
+                tg.cancel_scope.cancel()
+        finally:
+            self._display.finish()
+            self._process.stdout.close()
+            if self._terminal is not None:
+                self._terminal.close()
+        return status
+
+    async def _converse(self, peer: Peer) -> int:
+        try:
+            with anyio.fail_after(STARTUP_TIMEOUT):
+                self._session_id = await self._start_session(peer)
+        except (PeerClosedError, RpcError, TimeoutError, ValueError) as exc:
+            _warn(f"error: the ACP server did not start: {_reason(exc)}")
+            return EXIT_STARTUP
+        self._turn_running = True
+        try:
+            result = await peer.request(methods.SESSION_PROMPT, {
+                "sessionId": self._session_id, "prompt": [{"type": "text", "text": self._args.text}],
+            })
+        except (RpcError, PeerClosedError) as exc:
+            await self._catch_up()
+            _warn(f"error: {exc.message}" if isinstance(exc, RpcError) else
+                  "error: the ACP server exited during the turn")
+            return EXIT_ERROR
+        finally:
+            self._turn_running = False
+        await self._catch_up()
+        return _stop_status(result)
+
+    async def _start_session(self, peer: Peer) -> str:
+        init = await peer.request(methods.INITIALIZE, {
+            "protocolVersion": PROTOCOL_VERSION,
+            "clientCapabilities": CLIENT_CAPABILITIES,
+            "clientInfo": CLIENT_INFO,
+        })
+        version = init.get("protocolVersion") if isinstance(init, dict) else None
+        if version != PROTOCOL_VERSION:
+            raise ValueError(f"it speaks protocol version {version!r}, this client speaks {PROTOCOL_VERSION}")
+        session = await peer.request(methods.SESSION_NEW, {
+            "cwd": self._cwd, "mcpServers": [],
+        })
+        session_id = session.get("sessionId") if isinstance(session, dict) else None
+        if not isinstance(session_id, str):
+            raise ValueError("session/new answered without a sessionId")
+        return session_id
+
+    async def _reap(self) -> None:
+        try:
+            await anyio.to_thread.run_sync(self._process.wait, REAP_GRACE)
+        except subprocess.TimeoutExpired:
+            _warn(f"the ACP server did not exit within {REAP_GRACE:g} s of its input closing; killing it")
+            self._process.kill()
+            await anyio.to_thread.run_sync(self._process.wait)
+
+    # --- Ctrl-C ----------------------------------------------------------------------------
+
+    async def _watch_interrupts(self, peer: Peer) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as interrupts:
+            async for _ in interrupts:
+                if self._turn_running and not self._cancelling:
+                    await self._cancel_turn(peer)
+                else:
+                    self._abort()
+
+    async def _cancel_turn(self, peer: Peer) -> None:
+        self._cancelling = True
+        self._display.finish()
+        _warn("cancelling the turn (press Ctrl-C again to quit at once)")
+        await peer.notify(methods.SESSION_CANCEL, {"sessionId": self._session_id})
+        # ACP: every permission question still open in a cancelled turn is answered "cancelled".
+        for scope in self._asks:
+            scope.cancel()
+
+    def _abort(self) -> None:
+        self._conversation.cancel()
+        if self._process.poll() is None:
+            self._process.kill()
+
+    # --- the server's requests ----------------------------------------------------------
+
+    async def handle_session_update(self, params: dict[str, Any]) -> None:
+        try:
+            self._display.show(params)
+        finally:
+            self._updates_shown += 1
+            self._update_shown.set()
+
+    # The peer answers a response at once but hands notifications to tasks, so the prompt's
+    # answer can overtake updates the server sent before it: count them in, and catch up.
+    async def _counting_updates(self, frames: AsyncIterator[Frame]) -> AsyncIterator[Frame]:
+        async for frame in frames:
+            if _is_update(frame):
+                self._updates_received += 1
+            yield frame
+
+    async def _catch_up(self) -> None:
+        with anyio.move_on_after(CATCH_UP_TIMEOUT):
+            while self._updates_shown < self._updates_received:
+                self._update_shown = anyio.Event()
+                await self._update_shown.wait()
+        self._display.finish()
+
+    async def handle_request_permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        tool = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+        options = [o for o in params.get("options") or [] if isinstance(o, dict) and "optionId" in o]
+        if self._cancelling:
+            return CANCELLED_OUTCOME
+        choice = await self._choose(tool, options)
+        if choice is None:
+            return CANCELLED_OUTCOME
+        return {"outcome": {"outcome": "selected", "optionId": choice}}
+
+    async def _choose(self, tool: dict[str, Any], options: list[dict[str, Any]]) -> str | None:
+        title = self._display.tool_title(tool)
+        if self._args.allow:
+            return _pick(options, "allow_once", title)
+        if self._args.deny:
+            return _pick(options, "reject_once", title)
+        if not options:
+            _warn(f"permission for {title!r}: the server offered no options; cancelling")
+            return None
+        async with self._ask_lock:
+            if self._terminal is None:
+                self._terminal = Terminal.open()
+            if self._terminal is None:
+                _warn(f"permission for {title!r}: no terminal to ask on, so it is rejected "
+                      "(use --allow or --deny)")
+                return _pick(options, "reject_once", title)
+            self._display.finish()
+            with anyio.CancelScope() as scope:
+                self._asks.add(scope)
+                try:
+                    return await self._terminal.ask(title, str(tool.get("kind") or "other"), options)
+                finally:
+                    self._asks.discard(scope)
+            self._terminal.write("(cancelled)\n")
+            return None
+
+
+def _pick(options: list[dict[str, Any]], kind: str, title: str) -> str | None:
+    """The option of `kind`, else its "always" sibling; None (cancel) when neither is offered."""
+    family = kind.split("_")[0]
+    for wanted in (kind, f"{family}_always"):
+        for option in options:
+            if option.get("kind") == wanted:
+                return str(option["optionId"])
+    _warn(f"permission for {title!r}: no {family} option offered; cancelling")
+    return None
+
+
+def _is_update(frame: Frame) -> bool:
+    if not isinstance(frame, bytes) or methods.SESSION_UPDATE.encode() not in frame:
+        return False
+    try:
+        message = json.loads(frame)
+    except ValueError:
+        return False
+    is_request = isinstance(message, dict) and "id" in message
+    return isinstance(message, dict) and message.get("method") == methods.SESSION_UPDATE and not is_request
+
+
+def _stop_status(result: Any) -> int:
+    reason = result.get("stopReason") if isinstance(result, dict) else None
+    if reason not in STOP_REASONS:
+        _warn(f"error: the server answered with an unknown stop reason {reason!r}")
+        return EXIT_ERROR
+    status, note = STOP_REASONS[reason]
+    if note is not None:
+        _warn(f"stopped: {note} ({reason})")
+    return status
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {STARTUP_TIMEOUT:g} s"
+    if isinstance(exc, PeerClosedError):
+        return "it exited before answering (its messages, if any, are above)"
+    return exc.message if isinstance(exc, RpcError) else str(exc)
+
+
+class _ClosingOnce:
+    """A frame writer we may close early (EOF for the server) and the peer may close again."""
+
+    def __init__(self, inner: FrameWriter) -> None:
+        self._inner = inner
+        self._closed = False
+
+    async def write(self, data: bytes) -> None:
+        if self._closed:
+            raise BrokenPipeError("the server's input is closed")
+        await self._inner.write(data)
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._inner.aclose()
+
+
+# --- the local file system ----------------------------------------------------------------
+
+
+async def read_text_file(params: dict[str, Any]) -> dict[str, Any]:
+    """`fs/read_text_file`: the file's text, from 1-based `line` for at most `limit` lines."""
+    path = _absolute_path(params)
+    line, limit = _count(params, "line"), _count(params, "limit")
+    text = await anyio.to_thread.run_sync(_read, path)
+    if line is None and limit is None:
+        return {"content": text}
+    lines = text.splitlines(keepends=True)
+    start = max((line or 1) - 1, 0)
+    end = None if limit is None else start + limit
+    return {"content": "".join(lines[start:end])}
+
+
+async def write_text_file(params: dict[str, Any]) -> dict[str, Any]:
+    """`fs/write_text_file`: creates or replaces the file (and missing parent directories)."""
+    path = _absolute_path(params)
+    content = params.get("content")
+    if not isinstance(content, str):
+        raise RpcError(INVALID_PARAMS, "Invalid params: content must be a string")
+    await anyio.to_thread.run_sync(_write, path, content)
+    return {}
+
+
+def _absolute_path(params: dict[str, Any]) -> str:
+    path = params.get("path")
+    if not isinstance(path, str) or not os.path.isabs(path):
+        raise RpcError(INVALID_PARAMS, "Invalid params: path must be an absolute path")
+    return path
+
+
+def _count(params: dict[str, Any], name: str) -> int | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise RpcError(INVALID_PARAMS, f"Invalid params: {name} must be a non-negative integer")
+    return value
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise RpcError(RESOURCE_NOT_FOUND, f"Resource not found: {path}", {"uri": path}) from None
+    except UnicodeDecodeError:
+        raise RpcError(INTERNAL_ERROR, f"Cannot read {path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise RpcError(INTERNAL_ERROR, f"Cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _write(path: str, content: str) -> None:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(content)
+    except OSError as exc:
+        raise RpcError(INTERNAL_ERROR, f"Cannot write {path}: {exc.strerror or exc}") from None
+
+
+# --- showing the turn ---------------------------------------------------------------------
+
+
+class Display:
+    """Renders `session/update` payloads on a text stream as they arrive.
+
+    Streamed text is written as it comes; every other line starts on a fresh line.
+    """
+
+    def __init__(self, out: TextIO, *, raw: bool, color: bool) -> None:
+        self._out = out
+        self._raw = raw
+        self._color = color
+        self._at_line_start = True
+        self._thinking = False
+        self._titles: dict[str, str] = {}
+
+    def show(self, params: dict[str, Any]) -> None:
+        try:
+            if self._raw:
+                self._write(json.dumps(params, ensure_ascii=False) + "\n")
+            else:
+                update = params.get("update")
+                self._render(update if isinstance(update, dict) else {})
+            self._out.flush()
+        except BrokenPipeError:
+            self._discard_output()
+
+    def finish(self) -> None:
+        """Ends a line left open by streamed text, before anything else is printed."""
+        try:
+            if not self._at_line_start:
+                self._write("\n")
+            self._out.flush()
+        except BrokenPipeError:
+            self._discard_output()
+        self._thinking = False
+
+    def _discard_output(self) -> None:
+        # The reader went away (`| head`): the turn goes on, its output goes nowhere.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._out.fileno())
+        os.close(devnull)
+        self._at_line_start = True
+
+    def tool_title(self, tool: dict[str, Any]) -> str:
+        tool_id = str(tool.get("toolCallId", "?"))
+        title = tool.get("title")
+        if isinstance(title, str) and title:
+            self._titles[tool_id] = title
+        return self._titles.get(tool_id, tool_id)
+
+    def _render(self, update: dict[str, Any]) -> None:
+        match update.get("sessionUpdate"):
+            case "agent_message_chunk":
+                self._stream(_block_text(update.get("content")), thought=False)
+            case "agent_thought_chunk":
+                self._stream(_block_text(update.get("content")), thought=True)
+            case "tool_call":
+                kind, status = update.get("kind", "other"), update.get("status", "pending")
+                self._line(f"[tool] {self.tool_title(update)} ({kind}) {status}")
+                self._tool_content(update.get("content"))
+            case "tool_call_update":
+                self._tool_update(update)
+            case "plan":
+                self._plan(update.get("entries"))
+            case "usage_update":
+                self._usage(update)
+            case "session_info_update" if "title" in update:
+                self._line(f"[title] {update['title'] or '(cleared)'}")
+            case "current_mode_update":
+                self._line(f"[mode] {update.get('currentModeId')}")
+
+    def _write(self, text: str) -> None:
+        if text:
+            self._out.write(text)
+            self._at_line_start = text.endswith("\n")
+
+    def _line(self, text: str) -> None:
+        self.finish()
+        self._write(text + "\n")
+
+    def _stream(self, text: str, *, thought: bool) -> None:
+        if thought != self._thinking:
+            self.finish()
+            self._thinking = thought
+        if not thought:
+            self._write(text)
+        elif self._color:
+            self._write(f"{DIM}{text}{RESET}")
+        else:
+            for piece in text.splitlines(keepends=True):
+                self._write(("(thinking) " if self._at_line_start else "") + piece)
+
+    def _tool_update(self, update: dict[str, Any]) -> None:
+        title = self.tool_title(update)
+        status, content = update.get("status"), update.get("content")
+        if status is None and not content:
+            return
+        self._line(f"[tool] {title} -> {status}" if status else f"[tool] {title}")
+        self._tool_content(content)
+
+    def _tool_content(self, content: Any) -> None:
+        for item in content if isinstance(content, list) else []:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "content":
+                self._indented(_block_text(item.get("content")))
+            elif item.get("type") == "diff":
+                self._indented(_unified_diff(item))
+            elif item.get("type") == "terminal":
+                self._line(f"    [terminal {item.get('terminalId')}]")
+
+    def _indented(self, text: str) -> None:
+        lines = text.splitlines()
+        if len(lines) > CONTENT_LINES:
+            lines = [*lines[:CONTENT_LINES], f"... ({len(lines) - CONTENT_LINES} more lines)"]
+        for line in lines:
+            self._line(f"    {line}")
+
+    def _plan(self, entries: Any) -> None:
+        self._line("[plan]")
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict):
+                self._line(f"  [{PLAN_MARKS.get(entry.get('status', ''), ' ')}] {entry.get('content', '')}")
+
+    def _usage(self, update: dict[str, Any]) -> None:
+        used, size = update.get("used"), update.get("size")
+        known = isinstance(used, int) and isinstance(size, int) and size > 0
+        share = f" ({100 * used / size:.1f}%)" if known else ""
+        cost = update.get("cost")
+        money = f", cost {cost.get('amount')} {cost.get('currency')}" if isinstance(cost, dict) else ""
+        self._line(f"[usage] {used}/{size} tokens{share}{money}")
+
+
+def _block_text(block: Any) -> str:
+    if not isinstance(block, dict):
+        return ""
+    if block.get("type") == "text":
+        return str(block.get("text", ""))
+    label = block.get("uri") or block.get("name") or ""
+    return f"[{block.get('type')}{' ' + str(label) if label else ''}]"
+
+
+def _unified_diff(item: dict[str, Any]) -> str:
+    path = str(item.get("path", "?"))
+    old, new = item.get("oldText"), item.get("newText")
+    lines = difflib.unified_diff(
+        str(old or "").splitlines(), str(new or "").splitlines(),
+        fromfile=path if old is not None else "/dev/null", tofile=path, lineterm="",
+    )
+    return "\n".join(lines) or f"(no change to {path})"
+
+
+# --- asking on the terminal ---------------------------------------------------------------
+
+
+class Terminal:
+    """Where permission questions go: stdin and stderr when stdin is a terminal, else /dev/tty."""
+
+    def __init__(self, fd: int, *, owned: bool) -> None:
+        self._fd = fd
+        self._owned = owned
+
+    @classmethod
+    def open(cls) -> Terminal | None:
+        if sys.stdin.isatty():
+            return cls(sys.stdin.fileno(), owned=False)
+        try:
+            return cls(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY), owned=True)
+        except OSError:
+            return None
+
+    def close(self) -> None:
+        if self._owned:
+            os.close(self._fd)
+
+    def write(self, text: str) -> None:
+        if self._owned:
+            os.write(self._fd, text.encode())
+        else:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+
+    async def ask(self, title: str, kind: str, options: list[dict[str, Any]]) -> str | None:
+        """The chosen optionId; None when the terminal reached end of input."""
+        menu = "".join(f"  {n}) {o.get('name', o['optionId'])}\n" for n, o in enumerate(options, 1))
+        self.write(f"Permission requested: {title} ({kind})\n{menu}")
+        while True:
+            self.write(f"Choose 1-{len(options)}: ")
+            answer = await self._read_line()
+            if answer is None:
+                self.write("\n")
+                return None
+            if answer.strip().isdecimal() and 1 <= int(answer) <= len(options):
+                return str(options[int(answer) - 1]["optionId"])
+            self.write("Please answer with one of the numbers shown.\n")
+
+    async def _read_line(self) -> str | None:
+        # The terminal is in canonical mode: once readable, one read returns the typed line.
+        await anyio.wait_readable(self._fd)
+        data = os.read(self._fd, 4096)
+        return data.decode(errors="replace") if data else None
