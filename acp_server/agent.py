@@ -9,6 +9,7 @@ and maps it to a `session/update`.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,16 +24,23 @@ from acp_server.mapping import to_update
 from acp_server.protocol import (
     AuthenticateParams,
     InitializeParams,
+    ListSessionsParams,
+    LoadSessionParams,
     NewSessionParams,
     PromptParams,
     SessionParams,
     parse,
 )
-from acp_server.sessions import Session, SessionRegistry
+from acp_server.replay import iso, replay_updates
+from acp_server.sessions import Session, SessionStore
 from acp_server.tools import ClientCapabilities, ClientTools
-from acp_server.turns import RunNumbering, run_turn
+from acp_server.turns import RunNumbering, Ticket, TurnOutcome, run_turn
 from adapters.base import AdapterCapabilities, Message, RuntimeAdapter, TurnInput
-from adapters.events import Envelope, RuntimeEvent
+from adapters.events import Envelope, RuntimeEvent, TitleChanged, ToolCallUpdated, TurnFinished
+from journal.states import RunState, normalize_state
+from journal.store import Journal
+
+DURABLE_KINDS = frozenset({"prompt", "tool_started", "done"})
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +57,17 @@ class AgentOptions:
 
 
 class AcpAgent:
-    def __init__(self, adapter: RuntimeAdapter, options: AgentOptions | None = None) -> None:
+    def __init__(self, adapter: RuntimeAdapter, options: AgentOptions | None = None,
+                 *, journal: Journal | None = None) -> None:
         self.adapter = adapter
         self.options = options or AgentOptions()
         self.capabilities: AdapterCapabilities = adapter.capabilities()
-        self.sessions = SessionRegistry()
+        self.journal = journal
+        self.sessions = SessionStore(journal, adapter_name=adapter.name)
         self.client = ClientCapabilities()
         self.peer: Peer | None = None
         self._initialized = False
         self._limiter = anyio.CapacityLimiter(self.options.max_workers)
-        self._run_counter = 0
 
     def handlers(self) -> dict[str, Handler]:
         table: dict[str, Handler] = {
@@ -68,6 +77,14 @@ class AcpAgent:
             methods.SESSION_PROMPT: self.handle_session_prompt,
             methods.SESSION_CANCEL: self.handle_session_cancel,
         }
+        if self.journal is not None:
+            table |= {
+                methods.SESSION_LOAD: self.handle_session_load,
+                methods.SESSION_RESUME: self.handle_session_resume,
+                methods.SESSION_LIST: self.handle_session_list,
+                methods.SESSION_CLOSE: self.handle_session_close,
+                methods.SESSION_DELETE: self.handle_session_delete,
+            }
         return {name: self._gated(name, handler) for name, handler in table.items()}
 
     def _gated(self, name: str, handler: Handler) -> Handler:
@@ -88,15 +105,18 @@ class AcpAgent:
         self.client = ClientCapabilities.from_wire(request.client_capabilities)
         self._initialized = True
         caps = self.capabilities
+        durable = self.journal is not None
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
-                "loadSession": False,
+                "loadSession": durable,
                 "promptCapabilities": {
                     "image": caps.image, "audio": caps.audio, "embeddedContext": caps.embedded_context,
                 },
                 "mcpCapabilities": {"http": caps.mcp_http, "sse": caps.mcp_sse},
-                "sessionCapabilities": {},
+                "sessionCapabilities": (
+                    {"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {}
+                ),
             },
             "authMethods": [],
             "agentInfo": {"name": "acp-server", "title": f"acp-server ({self.adapter.name})",
@@ -109,7 +129,7 @@ class AcpAgent:
 
     async def on_close(self) -> None:
         """The client went away: cancel every running and queued turn."""
-        for session in self.sessions.all():
+        for session in self.sessions.all_live():
             session.queue.cancel_all()
 
     # --- sessions ------------------------------------------------------------------------
@@ -117,11 +137,71 @@ class AcpAgent:
     async def handle_session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(NewSessionParams, params)
         self._check_mcp_transports(request.mcp_servers)
-        session = self.sessions.create(
+        session = await self.sessions.create(
             cwd=request.cwd,
             mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers),
         )
         return {"sessionId": session.id}
+
+    async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Replay the whole conversation, then answer: the client sees history before `{}`."""
+        request = parse(LoadSessionParams, params)
+        self._check_mcp_transports(request.mcp_servers)
+        session = await self.sessions.get(
+            request.session_id, mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers))
+        assert self.journal is not None and self.peer is not None
+        runs = {run.id: run for run in await self.journal.runs(session.id)}
+
+        def interrupted(run_id: str) -> float | bool:
+            run = runs.get(run_id)
+            if run is None or run.status != RunState.INTERRUPTED:
+                return False
+            return run.ended_at if run.ended_at is not None else True
+
+        records = self.journal.events(session.id)
+        async for update in replay_updates(records, interrupted):
+            await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": session.id, "update": update})
+        return {}
+
+    async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = parse(LoadSessionParams, params)
+        self._check_mcp_transports(request.mcp_servers)
+        await self.sessions.get(
+            request.session_id, mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers))
+        return {}
+
+    async def handle_session_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = parse(ListSessionsParams, params)
+        assert self.journal is not None
+        try:
+            records, next_cursor = await self.journal.list_sessions(cwd=request.cwd, cursor=request.cursor)
+        except ValueError:
+            raise RpcError(INVALID_PARAMS, "Invalid params: cursor is not one this server issued",
+                           {"errors": [{"field": "cursor", "problem": "is not valid"}]}) from None
+        sessions = []
+        for record in records:
+            info: dict[str, Any] = {"sessionId": record.id, "cwd": record.cwd, "updatedAt": iso(record.updated_at)}
+            if record.title:
+                info["title"] = record.title
+            if record.additional_dirs:
+                info["additionalDirectories"] = list(record.additional_dirs)
+            sessions.append(info)
+        result: dict[str, Any] = {"sessions": sessions}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        return result
+
+    async def handle_session_close(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = parse(SessionParams, params)
+        if not self.sessions.close(request.session_id):
+            await self.sessions.get(request.session_id)  # -32002 when the journal has never heard of it
+            self.sessions.close(request.session_id)
+        return {}
+
+    async def handle_session_delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = parse(SessionParams, params)
+        await self.sessions.delete(request.session_id)
+        return {}
 
     def _check_mcp_transports(self, servers: list[Any]) -> None:
         offered = {"stdio": True, "http": self.capabilities.mcp_http, "sse": self.capabilities.mcp_sse}
@@ -132,7 +212,7 @@ class AcpAgent:
 
     async def handle_session_cancel(self, params: dict[str, Any]) -> None:
         request = parse(SessionParams, params)
-        session = self.sessions.find(request.session_id)
+        session = self.sessions.live(request.session_id)
         if session is None:
             log.info("session/cancel for unknown session ignored")
             return
@@ -140,7 +220,7 @@ class AcpAgent:
 
     async def handle_session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(PromptParams, params)
-        session = self.sessions.get(request.session_id)
+        session = await self.sessions.get(request.session_id)
         blocks = tuple(block.model_dump(by_alias=True, exclude_none=True) for block in request.prompt)
         self._check_prompt_content(blocks)
         ticket = session.queue.enter()
@@ -165,10 +245,11 @@ class AcpAgent:
                 raise RpcError(INVALID_PARAMS, f"Invalid params: this agent does not accept {block['type']} content",
                                {"errors": [{"field": f"prompt.{index}.type", "problem": "is not supported"}]})
 
-    async def _run(self, session: Session, blocks: tuple[dict[str, Any], ...], ticket: Any) -> Any:
+    async def _run(self, session: Session, blocks: tuple[dict[str, Any], ...], ticket: Ticket) -> TurnOutcome:
         assert self.peer is not None
-        self._run_counter += 1
-        numbering = RunNumbering(f"run_{session.id[5:17]}_{self._run_counter}", session.id)
+        numbering = RunNumbering(f"run_{uuid.uuid4().hex}", session.id)
+        if self.journal is not None:
+            await self.journal.start_run(run_id=numbering.run_id, session_id=session.id)
 
         async def emit(event: RuntimeEvent) -> None:
             await self.publish(numbering.envelope(event))
@@ -177,9 +258,11 @@ class AcpAgent:
             peer=self.peer, client=self.client, session_id=session.id, cwd=session.cwd,
             roots=session.roots, permissions=session.permissions, emit=emit,
             permission_timeout=self.options.permission_timeout,
+            on_remember=lambda: self.sessions.save(session, permissions=dict(session.permissions.decisions)),
         )
         turn = TurnInput(session.id, session.cwd, blocks, tuple(session.history), session.mode,
                          dict(session.config), session.mcp_servers)
+        await self.sessions.title_from_prompt(session, turn.text)
         outcome = await run_turn(
             adapter=self.adapter, turn=turn, ticket=ticket, services=services, publish=self.publish,
             numbering=numbering, limiter=self._limiter, grace=self.options.cancel_grace,
@@ -188,7 +271,17 @@ class AcpAgent:
         return outcome
 
     async def publish(self, envelope: Envelope) -> None:
-        """Every runtime event of every turn passes here, in order."""
-        update = to_update(envelope.event)
+        """Every runtime event of every turn passes here, in order: journal, then the wire."""
+        event = envelope.event
+        if self.journal is not None:
+            durable = event.kind in DURABLE_KINDS or (
+                isinstance(event, ToolCallUpdated) and event.status == "in_progress")
+            await self.journal.append(envelope, durable=durable)
+            if isinstance(event, TurnFinished):
+                await self.journal.finish_run(envelope.run_id, normalize_state(event.reason),
+                                              stop_reason=event.reason, error=event.message)
+            elif isinstance(event, TitleChanged):
+                await self.journal.update_session(envelope.session_id, title=event.title)
+        update = to_update(event)
         if update is not None and self.peer is not None:
             await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})

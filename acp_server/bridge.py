@@ -177,6 +177,10 @@ class ThreadSink:
         self._push(ToolCallUpdated(
             tool_call_id, status, title, None if content is None else tuple(content), raw_output
         ))
+        if status == "in_progress":
+            # The tool is about to run: wait until its "dispatched" record is published (and
+            # journaled), so a crash can never hide a side effect that happened.
+            self._ask(_published)
 
     def plan(self, entries: Sequence[PlanEntry]) -> None:
         self._push(PlanUpdated(tuple(entries)))
@@ -260,6 +264,10 @@ class ThreadSink:
             asks = list(self._asks)
         for future in asks:
             future.cancel()
+
+
+async def _published() -> None:
+    """An ask that answers at once: reaching it means every earlier report was published."""
 
 
 def answer(ask: Ask, *, result: Any = None, error: BaseException | None = None) -> None:

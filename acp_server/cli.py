@@ -17,6 +17,7 @@ ENV_PREFIX = "ACP_SERVER_"
 SERVER_OPTIONS: list[tuple[str, dict[str, object]]] = [
     ("--agent", {"help": "agent to serve: echo or scripted (default: echo)", "default": "echo"}),
     ("--script", {"help": "scenario file for the scripted agent (format in the README)"}),
+    ("--db", {"help": "SQLite journal of sessions and runs (default: journal.db in the user data directory)"}),
     ("--log-level", {"help": "DEBUG, INFO, WARNING or ERROR (default: WARNING); logs go to stderr",
                      "default": "WARNING"}),
     ("--log-file", {"help": "also write the log to this file"}),
@@ -33,12 +34,15 @@ def _env_name(flag: str) -> str:
     return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
 
 
-def add_server_options(parser: argparse.ArgumentParser) -> None:
+def add_server_options(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
+    """Without `defaults`, an option left out keeps the value given before the subcommand."""
     group = parser.add_argument_group("server options (each also settable as ACP_SERVER_<NAME>)")
     for flag, spec in SERVER_OPTIONS:
         spec = dict(spec)
         env = os.environ.get(_env_name(flag))
-        if env is not None:
+        if not defaults:
+            spec["default"] = argparse.SUPPRESS
+        elif env is not None:
             convert = spec.get("type", str)
             spec["default"] = convert(env)  # type: ignore[operator]
         spec["help"] = f"{spec['help']} [env {_env_name(flag)}]"
@@ -68,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A real ACP client: starts acp-server over stdio, opens a session, sends the "
         "prompt and prints the streamed reply, thoughts and tool calls as they arrive.",
     )
-    add_server_options(prompt)
+    add_server_options(prompt, defaults=False)
     prompt.add_argument("text", help="the prompt")
     prompt.add_argument("--cwd", default=os.getcwd(), help="the session's working directory (default: here)")
     answer = prompt.add_mutually_exclusive_group()
@@ -114,5 +118,15 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.max_workers < 1:
         parser.error("--max-workers must be at least 1")
     options = AgentOptions(max_workers=args.max_workers, permission_timeout=args.permission_timeout)
-    anyio.run(lambda: serve_stdio(AcpAgent(adapter, options), max_frame_bytes=args.max_frame_bytes))
+
+    async def serve() -> None:
+        from journal.store import Journal, default_path
+
+        journal = await Journal.open(args.db or default_path())
+        try:
+            await serve_stdio(AcpAgent(adapter, options, journal=journal), max_frame_bytes=args.max_frame_bytes)
+        finally:
+            await journal.close()
+
+    anyio.run(serve)
     return 0

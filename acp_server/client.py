@@ -255,6 +255,8 @@ class PromptClient:
             _warn(f"permission for {title!r}: the server offered no options; cancelling")
             return None
         async with self._ask_lock:
+            if self._cancelling:  # the turn was cancelled while an earlier question was open
+                return None
             if self._terminal is None:
                 self._terminal = Terminal.open()
             if self._terminal is None:

@@ -12,8 +12,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from jsonrpcserver import JsonRpcError, Success
-from jsonrpcserver.async_dispatcher import dispatch_to_response_pure
-from jsonrpcserver.response import ErrorResponse
+from jsonrpcserver.async_dispatcher import dispatch_request
+from jsonrpcserver.dispatcher import create_request
+from jsonrpcserver.result import ErrorResult
 from oslash.either import Left  # type: ignore[import-untyped]
 
 from acp_server.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
@@ -23,37 +24,22 @@ log = logging.getLogger(__name__)
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
-def _identity(message: Any) -> Any:
-    return message
-
-
-def _accept(message: Any) -> Any:
-    # The peer validated the envelope already; jsonrpcserver's jsonschema pass would only
-    # repeat that work on every message.
-    return message
-
-
 class Dispatcher:
     def __init__(self, handlers: Mapping[str, Handler]) -> None:
         self._methods = {name: _wrap(name, handler) for name, handler in handlers.items()}
 
     async def dispatch(self, message: dict[str, Any]) -> dict[str, Any] | None:
-        response = await dispatch_to_response_pure(
-            deserializer=_identity,
-            validator=_accept,
-            methods=self._methods,
-            context=None,
-            post_process=_identity,
-            request=message,
-        )
-        if response is None:
+        """Serve one message already checked by the peer. The handler starts in this very task
+        (no extra task hop), so messages are handled in the order the peer starts them."""
+        _, result = await dispatch_request(self._methods, None, create_request(message))
+        if "id" not in message:
             return None
-        if isinstance(response, Left):
-            return {"jsonrpc": "2.0", "id": message.get("id"), "error": _error(response._error)}
-        return {"jsonrpc": "2.0", "id": message.get("id"), "result": response._value.result}
+        if isinstance(result, Left):
+            return {"jsonrpc": "2.0", "id": message["id"], "error": _error(result._error)}
+        return {"jsonrpc": "2.0", "id": message["id"], "result": result._value.result}
 
 
-def _error(error: ErrorResponse) -> dict[str, Any]:
+def _error(error: ErrorResult) -> dict[str, Any]:
     if error.code == METHOD_NOT_FOUND:
         return {"code": METHOD_NOT_FOUND, "message": "Method not found"}
     if error.code == INVALID_PARAMS and not isinstance(error.data, dict):

@@ -101,6 +101,21 @@ class SessionParams(WireModel):
     session_id: str
 
 
+class LoadSessionParams(SessionParams):
+    cwd: str
+    mcp_servers: list[McpServer] = Field(default_factory=list)
+    additional_directories: list[str] = Field(default_factory=list)
+
+    _cwd = field_validator("cwd")(_absolute)
+
+
+class ListSessionsParams(WireModel):
+    cwd: str | None = None
+    cursor: str | None = None
+
+    _cwd = field_validator("cwd")(lambda v: None if v is None else _absolute(v))
+
+
 class PromptParams(SessionParams):
     prompt: list[ContentBlock]
 

@@ -1,7 +1,13 @@
-"""Live sessions of one connection: what a session is while the server holds it in memory."""
+"""Sessions: the live ones held in memory, and the durable ones behind them in the journal.
+
+A session known to the journal but not in memory (after a restart) is restored lazily on
+first use, with its history, mode, config values and "always" permission answers. Without a
+journal the server still works, with sessions that last as long as the process.
+"""
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +16,9 @@ from acp_server.errors import RESOURCE_NOT_FOUND, RpcError
 from acp_server.tools import PermissionMemory
 from acp_server.turns import TurnQueue
 from adapters.base import Message
+from journal.store import Journal, SessionRecord
+
+TITLE_CHARS = 80
 
 
 @dataclass(slots=True)
@@ -23,30 +32,78 @@ class Session:
     history: list[Message] = field(default_factory=list)
     queue: TurnQueue = field(default_factory=TurnQueue)
     permissions: PermissionMemory = field(default_factory=PermissionMemory)
+    title: str | None = None
 
     @property
     def roots(self) -> tuple[str, ...]:
         return (self.cwd, *self.additional_directories)
 
 
-class SessionRegistry:
-    def __init__(self) -> None:
-        self._sessions: dict[str, Session] = {}
+def not_found(session_id: str) -> RpcError:
+    return RpcError(RESOURCE_NOT_FOUND, "Session not found", {"sessionId": session_id[:200]})
 
-    def create(self, *, cwd: str, mcp_servers: tuple[dict[str, Any], ...],
-               additional_directories: tuple[str, ...] = ()) -> Session:
+
+class SessionStore:
+    def __init__(self, journal: Journal | None, *, adapter_name: str) -> None:
+        self.journal = journal
+        self._adapter_name = adapter_name
+        self._live: dict[str, Session] = {}
+
+    async def create(self, *, cwd: str, mcp_servers: tuple[dict[str, Any], ...],
+                     additional_directories: tuple[str, ...] = ()) -> Session:
         session = Session(f"sess_{uuid.uuid4().hex}", cwd, additional_directories, mcp_servers)
-        self._sessions[session.id] = session
+        if self.journal is not None:
+            now = time.time()
+            await self.journal.create_session(SessionRecord(
+                id=session.id, cwd=cwd, adapter=self._adapter_name,
+                additional_dirs=additional_directories, created_at=now, updated_at=now,
+            ))
+        self._live[session.id] = session
         return session
 
-    def get(self, session_id: str) -> Session:
-        session = self._sessions.get(session_id)
-        if session is None:
-            raise RpcError(RESOURCE_NOT_FOUND, "Session not found", {"sessionId": session_id[:200]})
+    def live(self, session_id: str) -> Session | None:
+        return self._live.get(session_id)
+
+    def all_live(self) -> list[Session]:
+        return list(self._live.values())
+
+    async def get(self, session_id: str, *, mcp_servers: tuple[dict[str, Any], ...] | None = None) -> Session:
+        """The live session, restoring it from the journal when needed; -32002 if unknown."""
+        session = self._live.get(session_id)
+        if session is not None:
+            if mcp_servers is not None:
+                session.mcp_servers = mcp_servers
+            return session
+        record = await self.journal.get_session(session_id) if self.journal is not None else None
+        if record is None:
+            raise not_found(session_id)
+        session = Session(
+            record.id, record.cwd, tuple(record.additional_dirs), mcp_servers or (), record.mode,
+            dict(record.config), await self.journal.history(record.id),  # type: ignore[union-attr]
+            permissions=PermissionMemory(dict(record.permissions)), title=record.title,
+        )
+        self._live[session_id] = session
         return session
 
-    def find(self, session_id: str) -> Session | None:
-        return self._sessions.get(session_id)
+    def close(self, session_id: str) -> bool:
+        """Drop the in-memory state, cancelling its turns; the journal keeps the session."""
+        session = self._live.pop(session_id, None)
+        if session is not None:
+            session.queue.cancel_all()
+        return session is not None
 
-    def all(self) -> list[Session]:
-        return list(self._sessions.values())
+    async def delete(self, session_id: str) -> None:
+        self.close(session_id)
+        if self.journal is not None:
+            await self.journal.delete_session(session_id)
+
+    async def save(self, session: Session, **fields: Any) -> None:
+        if self.journal is not None:
+            await self.journal.update_session(session.id, **fields)
+
+    async def title_from_prompt(self, session: Session, text: str) -> None:
+        """A new session is titled by its first prompt until the agent names it."""
+        if session.title is None and text.strip():
+            first_line = text.strip().splitlines()[0]
+            session.title = first_line[:TITLE_CHARS] + ("…" if len(first_line) > TITLE_CHARS else "")
+            await self.save(session, title=session.title)

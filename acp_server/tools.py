@@ -98,6 +98,7 @@ class ClientTools:
         permissions: PermissionMemory,
         emit: Callable[[RuntimeEvent], Awaitable[None]],
         permission_timeout: float | None = None,
+        on_remember: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._peer = peer
         self._client = client
@@ -107,6 +108,7 @@ class ClientTools:
         self._permissions = permissions
         self._emit = emit
         self._permission_timeout = permission_timeout
+        self._on_remember = on_remember
 
     async def _call(self, method: str, params: dict[str, Any], *, timeout: float | None = CLIENT_TIMEOUT) -> Any:
         try:
@@ -145,6 +147,8 @@ class ClientTools:
         allowed = option.startswith("allow")
         if option.endswith("always"):
             self._permissions.decisions[key] = allowed
+            if self._on_remember is not None:
+                await self._on_remember()
         return PermissionDecision(allowed, remember=option.endswith("always"),
                                   reason=None if allowed else "Permission denied by the user")
 

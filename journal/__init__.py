@@ -1,1 +1,29 @@
-"""SQLite sessions and run journals; knows nothing of ACP."""
+"""SQLite sessions and run journals; knows nothing of ACP.
+
+`Journal` (store.py) is the entry point; the records, run states, event codec and redaction
+it uses are re-exported here so callers import from `journal` alone.
+"""
+
+from journal.codec import decode_event, encode_event
+from journal.errors import JournalClosedError, JournalError, JournalVersionError
+from journal.records import EventRecord, RunRecord, SessionRecord
+from journal.redact import redact
+from journal.states import TERMINAL_STATES, RunState, normalize_state
+from journal.store import Journal, default_path
+
+__all__ = [
+    "TERMINAL_STATES",
+    "EventRecord",
+    "Journal",
+    "JournalClosedError",
+    "JournalError",
+    "JournalVersionError",
+    "RunRecord",
+    "RunState",
+    "SessionRecord",
+    "decode_event",
+    "default_path",
+    "encode_event",
+    "normalize_state",
+    "redact",
+]

@@ -1,0 +1,107 @@
+"""Replaying a journaled conversation as `session/update` payloads, streamed, in order.
+
+Consecutive text of one kind within a run is merged (a reply streamed as 20,000 deltas
+replays as a few chunks), prompts become `user_message_chunk`s, and everything else goes
+through the same `to_update` as live streaming. A run that was cut off ends with a visible
+notice instead of pretending it finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from acp_server.mapping import to_update, user_message_chunks
+from adapters.events import PromptReceived, RuntimeEvent, TextDelta, ThoughtDelta, TurnFinished
+
+REPLAY_CHUNK_CHARS = 64 * 1024
+
+INTERRUPTED_NOTICE = "\n\n_[This turn was interrupted: the agent server stopped before it finished.]_"
+
+
+class Replayable(Protocol):
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def event(self) -> RuntimeEvent: ...
+
+
+def iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+def interrupted_notice(run_id: str, ended_at: float | None) -> list[dict[str, Any]]:
+    info: dict[str, Any] = {"sessionUpdate": "session_info_update",
+                            "_meta": {"acp-server": {"interruptedRun": run_id}}}
+    if ended_at is not None:
+        info["updatedAt"] = iso(ended_at)
+    return [{"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": INTERRUPTED_NOTICE}},
+            info]
+
+
+class _TextMerger:
+    """Collects consecutive deltas of one kind; `flush` maps them as one event."""
+
+    def __init__(self) -> None:
+        self._kind: type[TextDelta] | type[ThoughtDelta] | None = None
+        self._parts: list[str] = []
+        self._size = 0
+
+    def add(self, event: TextDelta | ThoughtDelta) -> list[dict[str, Any]]:
+        flushed = self.flush() if type(event) is not self._kind or self._size >= REPLAY_CHUNK_CHARS else []
+        self._kind = type(event)
+        self._parts.append(event.text)
+        self._size += len(event.text)
+        return flushed
+
+    def flush(self) -> list[dict[str, Any]]:
+        if self._kind is None:
+            return []
+        update = to_update(self._kind("".join(self._parts)))
+        self._kind, self._parts, self._size = None, [], 0
+        return [update] if update is not None else []
+
+
+def _failure_notice(event: TurnFinished) -> dict[str, Any]:
+    text = f"\n\n_[The turn failed: {event.message or 'agent error'}]_"
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+
+
+async def replay_updates(
+    records: AsyncIterable[Replayable],
+    interrupted: Callable[[str], float | bool | None],
+) -> AsyncIterator[dict[str, Any]]:
+    """`interrupted(run_id)` is False for a run that ended normally; otherwise the time it was
+    found cut off (or True when unknown)."""
+    merger = _TextMerger()
+    run_id: str | None = None
+
+    def end_of_run(finished_run: str | None) -> list[dict[str, Any]]:
+        updates = merger.flush()
+        cut_off = False if finished_run is None else interrupted(finished_run)
+        if finished_run is not None and cut_off is not False:
+            updates += interrupted_notice(finished_run, None if cut_off is True else cut_off)
+        return updates
+
+    async for record in records:
+        event = record.event
+        if record.run_id != run_id:
+            for update in end_of_run(run_id):
+                yield update
+            run_id = record.run_id
+        if isinstance(event, TextDelta | ThoughtDelta):
+            for update in merger.add(event):
+                yield update
+            continue
+        for update in merger.flush():
+            yield update
+        if isinstance(event, PromptReceived):
+            for update in user_message_chunks(event):
+                yield update
+        elif isinstance(event, TurnFinished) and event.reason == "error":
+            yield _failure_notice(event)
+        elif (update := to_update(event)) is not None:
+            yield update
+    for update in end_of_run(run_id):
+        yield update

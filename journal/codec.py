@@ -1,0 +1,104 @@
+"""Runtime events to and from JSON-able payloads: the journal's only view of `adapters.events`.
+
+`encode_event` gives `(kind, payload)`; `decode_event` is its exact inverse for every event
+type, driven by the dataclasses' own type hints, so a new event type needs no change here.
+Tuples are stored as lists; nested content keeps its `kind`. `raw_input`/`raw_output` are
+free-form JSON: values JSON cannot hold are stored as their `str()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from functools import cache
+from typing import Any
+
+from adapters import events as ev
+
+EVENT_TYPES: dict[str, type[Any]] = {
+    cls.__dataclass_fields__["kind"].default: cls for cls in typing.get_args(ev.RuntimeEvent)
+}
+
+
+def encode_event(event: ev.RuntimeEvent) -> tuple[str, dict[str, Any]]:
+    """The event's `kind` and its fields as a JSON-able dict (the kind itself is left out)."""
+    if type(event) is ev.TextDelta:  # the hot path: one per streamed chunk
+        return "text", {"text": event.text}
+    payload = {name: _jsonable(getattr(event, name)) for name in _field_names(type(event)) if name != "kind"}
+    return event.kind, payload
+
+
+def decode_event(type_: str, payload: dict[str, Any]) -> ev.RuntimeEvent:
+    """The event `encode_event` turned into `(type_, payload)`; unknown types raise ValueError."""
+    cls = EVENT_TYPES.get(type_)
+    if cls is None:
+        raise ValueError(f"unknown event type {type_!r}")
+    if cls is ev.TextDelta:
+        return ev.TextDelta(text=payload["text"])
+    return _build(cls, payload)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {name: _jsonable(getattr(value, name)) for name in _field_names(type(value))}
+    # Agents put anything in raw_input; the journal must never fail a turn over it.
+    return str(value)
+
+
+def _build(cls: type[Any], payload: dict[str, Any]) -> Any:
+    hints = _hints(cls)
+    # Keys a newer writer added are ignored; missing ones take their defaults.
+    kwargs = {name: _decode(hints[name], payload[name]) for name in hints if name in payload}
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ValueError(f"payload does not fit {cls.__name__}: {exc}") from None
+
+
+def _decode(hint: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _decode_union(typing.get_args(hint), value)
+    if origin is tuple and isinstance(value, list):
+        item_hint = typing.get_args(hint)[0]
+        return tuple(_decode(item_hint, item) for item in value)
+    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+        return _build(typing.cast(type[Any], hint), value)
+    return value
+
+
+def _decode_union(arms: tuple[Any, ...], value: Any) -> Any:
+    if isinstance(value, dict) and "kind" in value:
+        for arm in arms:
+            if dataclasses.is_dataclass(arm) and _kind_of(arm) == value["kind"]:
+                return _build(typing.cast(type[Any], arm), value)
+    for arm in arms:
+        if arm is not type(None) and (typing.get_origin(arm) is tuple or dataclasses.is_dataclass(arm)):
+            return _decode(arm, value)
+    return value
+
+
+@cache
+def _field_names(cls: type[Any]) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+@cache
+def _hints(cls: type[Any]) -> dict[str, Any]:
+    names = set(_field_names(cls))
+    return {name: hint for name, hint in typing.get_type_hints(cls).items() if name in names}
+
+
+@cache
+def _kind_of(cls: type[Any]) -> str | None:
+    kind = cls.__dataclass_fields__.get("kind")
+    return None if kind is None else kind.default

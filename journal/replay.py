@@ -1,0 +1,168 @@
+"""Reading a session's events back, in order, a page at a time, and its conversation.
+
+Order is the session's runs (by `seq_no`) then `seq` within a run; pages are keyset queries
+on `(run_no, seq)`, so memory stays flat however long the history. `after` is an event id
+(`run_id:seq`, resume strictly after it) or, with a run, a plain seq.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+
+from adapters.base import Message, TurnInput
+from adapters.events import PromptReceived, TextDelta
+from journal.codec import decode_event
+from journal.records import EventRecord
+
+PAGE_SIZE = 500
+_MIN_SEQ = -(2**63)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Which events to read: one session, maybe one run of it, strictly after `start`."""
+
+    session_id: str
+    run_no: int | None = None
+    start: tuple[int, int] = (-1, 0)
+
+
+async def resolve_span(
+    conn: aiosqlite.Connection,
+    *,
+    session_id: str | None,
+    run_id: str | None,
+    after: str | int | None,
+) -> Span | None:
+    """The span a replay request names; None when its session or run does not exist."""
+    start = (-1, 0)
+    if isinstance(after, str):
+        start_run, seq = parse_event_id(after)
+        found = await _run_position(conn, start_run)
+        if found is None:
+            raise ValueError(f"unknown event id {after!r}")
+        if session_id is not None and found[0] != session_id:
+            raise ValueError(f"event {after!r} is not in session {session_id!r}")
+        session_id, start = found[0], (found[1], seq)
+    elif after is not None and (isinstance(after, bool) or not isinstance(after, int)):
+        raise ValueError(f"after must be an event id or an int seq, not {after!r}")
+    elif after is not None and run_id is None:
+        raise ValueError("an int `after` needs a run_id")
+    if run_id is None:
+        if session_id is None:
+            raise ValueError("events() needs a session_id, a run_id or an event id")
+        return Span(session_id, None, start)
+    run = await _run_position(conn, run_id)
+    if run is None or (session_id is not None and run[0] != session_id):
+        return None
+    if isinstance(after, int):
+        start = (run[1], after)
+    elif start[0] < run[1]:
+        start = (run[1], _MIN_SEQ)
+    elif start[0] > run[1]:
+        return None  # resuming after a later run of the session: nothing of this run is left
+    return Span(run[0], run[1], start)
+
+
+def parse_event_id(event_id: str) -> tuple[str, int]:
+    run_id, sep, seq = event_id.rpartition(":")
+    if not sep or not run_id:
+        raise ValueError(f"invalid event id {event_id!r}")
+    try:
+        return run_id, int(seq)
+    except ValueError:
+        raise ValueError(f"invalid event id {event_id!r}") from None
+
+
+async def stream(
+    conn: aiosqlite.Connection,
+    span: Span,
+    *,
+    types: Sequence[str] = (),
+    page_size: int = PAGE_SIZE,
+) -> AsyncIterator[EventRecord]:
+    """The span's events in order, fetched `page_size` rows per query."""
+    sql, params = _page_query(span, types)
+    key = span.start
+    while True:
+        # Within one run the key is the seq alone, so the index serves the order with no sort.
+        key_params = key if span.run_no is None else key[1:]
+        rows = await conn.execute_fetchall(sql, (*params, *key_params, page_size))
+        for row in rows:
+            yield _record(row)
+        if len(rows) < page_size:
+            return
+        key = (row[7], row[1])
+
+
+async def conversation(conn: aiosqlite.Connection, session_id: str) -> list[Message]:
+    """User prompts as text and each run's agent text merged into one message."""
+    messages: list[Message] = []
+    parts: list[str] = []
+    run_id = None
+    async for rec in stream(conn, Span(session_id), types=("prompt", "text")):
+        if rec.run_id != run_id or isinstance(rec.event, PromptReceived):
+            _close_agent_message(messages, parts)
+            run_id = rec.run_id
+        if isinstance(rec.event, PromptReceived):
+            text = TurnInput(session_id=session_id, cwd="", prompt=rec.event.blocks).text
+            if text:
+                messages.append(Message(role="user", text=text))
+        elif isinstance(rec.event, TextDelta):
+            parts.append(rec.event.text)
+    _close_agent_message(messages, parts)
+    return messages
+
+
+def _close_agent_message(messages: list[Message], parts: list[str]) -> None:
+    text = "".join(parts)
+    parts.clear()
+    if text:
+        messages.append(Message(role="agent", text=text))
+
+
+def _page_query(span: Span, types: Sequence[str]) -> tuple[str, tuple[object, ...]]:
+    where = ["session_id = ?"]
+    params: list[object] = [span.session_id]
+    if span.run_no is not None:
+        where.append("run_no = ?")
+        params.append(span.run_no)
+    if types:
+        where.append(f"type IN ({','.join('?' * len(types))})")
+        params.extend(types)
+    if span.run_no is None:
+        where.append("(run_no, seq) > (?, ?)")
+        order = "run_no, seq"
+    else:
+        where.append("seq > ?")
+        order = "seq"
+    sql = (
+        "SELECT run_id, seq, session_id, type, created_at, terminal, payload, run_no FROM events "  # noqa: S608
+        f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
+    )
+    return sql, tuple(params)
+
+
+def _record(row: Any) -> EventRecord:
+    payload = json.loads(row[6])
+    return EventRecord(
+        event_id=f"{row[0]}:{row[1]}",
+        run_id=row[0],
+        session_id=row[2],
+        seq=row[1],
+        type=row[3],
+        created_at=row[4],
+        terminal=bool(row[5]),
+        event=decode_event(row[3], payload),
+        payload=payload,
+    )
+
+
+async def _run_position(conn: aiosqlite.Connection, run_id: str) -> tuple[str, int] | None:
+    rows = list(await conn.execute_fetchall("SELECT session_id, seq_no FROM runs WHERE id = ?", (run_id,)))
+    return (rows[0][0], rows[0][1]) if rows else None

@@ -1,0 +1,93 @@
+"""SQLite connections for the journal and the one way to run a write transaction.
+
+Writes go through `WriteConnection.transaction`: one asyncio lock (one writer per journal),
+`BEGIN IMMEDIATE` so a second process waits on `busy_timeout` instead of failing mid-way, and
+a bounded retry when SQLite still reports the file locked or busy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import aiosqlite
+
+T = TypeVar("T")
+log = logging.getLogger("journal")
+
+BUSY_TIMEOUT_MS = 10_000
+_RETRIES = 6
+_BACKOFF_S = 0.05
+
+
+async def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> aiosqlite.Connection:
+    """A connection in autocommit mode (we issue BEGIN ourselves) with the journal's pragmas."""
+    conn = await aiosqlite.connect(os.fspath(path), isolation_level=None)
+    try:
+        # busy_timeout first: switching to WAL itself waits for other processes' locks.
+        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+        await conn.execute("PRAGMA foreign_keys = ON")
+        if readonly:
+            await conn.execute("PRAGMA query_only = ON")
+        else:
+            await conn.execute("PRAGMA journal_mode = WAL")
+            await conn.execute("PRAGMA synchronous = NORMAL")
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    message = str(exc).lower()
+    return "locked" in message or "busy" in message
+
+
+class WriteConnection:
+    """The journal's single write connection; every write transaction passes through here."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self.conn = conn
+        self._lock = asyncio.Lock()
+
+    async def transaction(self, body: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+        """Run `body` in `BEGIN IMMEDIATE ... COMMIT`; rolled back and re-run if the file is locked."""
+        async with self._lock:
+            for attempt in range(_RETRIES):
+                try:
+                    return await self._attempt(body)
+                except sqlite3.OperationalError as exc:
+                    if not is_lock_error(exc) or attempt == _RETRIES - 1:
+                        raise
+                    log.debug("journal write retried after %s", exc)
+                    await asyncio.sleep(_BACKOFF_S * 2**attempt)
+            raise AssertionError("unreachable")
+
+    async def _attempt(self, body: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+        try:
+            await self.conn.execute("BEGIN IMMEDIATE")
+            result = await body(self.conn)
+            await self.conn.execute("COMMIT")
+        except BaseException:
+            # Shielded: a cancelled caller must still leave the connection outside a transaction.
+            await asyncio.shield(self._rollback())
+            raise
+        return result
+
+    async def _rollback(self) -> None:
+        # Queued behind any statement a cancellation left running, so no in_transaction check.
+        try:
+            await self.conn.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            if "no transaction" not in str(exc):
+                raise
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self.conn.close()

@@ -1,0 +1,347 @@
+"""The journal: durable sessions and append-only per-run event logs in one SQLite file.
+
+`Journal` owns one write connection (group-committed appends, short `BEGIN IMMEDIATE`
+transactions, so several server processes can share the file) and one read connection for
+lookups and streaming replay. Events are redacted before they are stored. It imports the
+runtime event types and nothing of ACP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import aiosqlite
+import platformdirs
+
+from adapters.base import Message
+from adapters.events import Envelope
+from journal import owners, replay, schema
+from journal.codec import encode_event
+from journal.errors import JournalClosedError
+from journal.records import (
+    RUN_COLUMNS,
+    SESSION_COLUMNS,
+    EventRecord,
+    RunRecord,
+    SessionRecord,
+    decode_cursor,
+    encode_cursor,
+    run_from_row,
+    session_from_row,
+    session_params,
+)
+from journal.redact import redact
+from journal.sqlite import WriteConnection, connect
+from journal.states import RunState, normalize_state
+from journal.writer import GroupCommitter, PendingEvent, write_batch
+
+# Events a client must never lose once told about them: a run's prompt, a visible tool, its end.
+DURABLE_TYPES = frozenset({"prompt", "tool_started", "done"})
+MAX_BACKLOG = 8192
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+INTERRUPTED_ERROR = "the server process ended while the run was in progress"
+_SESSION_FIELDS = {
+    "title": ("title", lambda v: v),
+    "mode": ("mode", lambda v: v),
+    "config": ("config_json", json.dumps),
+    "permissions": ("permissions_json", json.dumps),
+    "additional_dirs": ("additional_dirs_json", lambda v: json.dumps(list(v))),
+}
+
+
+def default_path() -> Path:
+    """Where the journal lives unless configured: the user data dir of "acp-server"."""
+    return Path(platformdirs.user_data_dir("acp-server", appauthor=False)) / "journal.db"
+
+
+class Journal:
+    """Open with `await Journal.open(path)`; close with `close()` or `async with`.
+
+    Reads see your writes: every read first commits what `append` has queued.
+    """
+
+    default_path = staticmethod(default_path)
+
+    def __init__(self, path: Path, write: aiosqlite.Connection, read: aiosqlite.Connection) -> None:
+        self.path = path
+        self.recovered_runs: tuple[str, ...] = ()
+        self._write = WriteConnection(write)
+        self._read = read
+        self._committer = GroupCommitter(self._commit_batch)
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: str | os.PathLike[str]) -> Journal:
+        """Open (creating, migrating) the file, recover runs of dead processes, start the writer."""
+        if os.fspath(path) in ("", ":memory:"):
+            raise ValueError("the journal needs a file: its connections must share one database")
+        file = Path(path)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        write = await connect(file)
+        try:
+            read = await connect(file, readonly=True)
+        except BaseException:
+            await write.close()
+            raise
+        journal = cls(file, write, read)
+        try:
+            await journal._prepare()
+        except BaseException:
+            await read.close()
+            await write.close()
+            raise
+        journal._committer.start()
+        return journal
+
+    async def _prepare(self) -> None:
+        if await schema.user_version(self._write.conn) != schema.SCHEMA_VERSION:
+            await self._write.transaction(schema.migrate)
+        self.recovered_runs = await self._recover_runs()
+
+    async def _recover_runs(self) -> tuple[str, ...]:
+        rows = await self._write.conn.execute_fetchall(
+            "SELECT id, owner_pid, owner_token FROM runs WHERE status = 'running'"
+        )
+        dead = [(row[0],) for row in rows if not owners.is_alive(row[1], row[2])]
+        if not dead:
+            return ()
+        now = time.time()
+
+        async def mark(conn: aiosqlite.Connection) -> None:
+            await conn.executemany(
+                "UPDATE runs SET status = 'interrupted', ended_at = ?, error = ? "
+                "WHERE id = ? AND status = 'running'",
+                [(now, INTERRUPTED_ERROR, run_id) for (run_id,) in dead],
+            )
+
+        await self._write.transaction(mark)
+        return tuple(run_id for (run_id,) in dead)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Commit what is queued and close both connections; calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._committer.close()
+        finally:
+            await self._read.close()
+            await self._write.close()
+
+    # --- sessions -------------------------------------------------------------------------
+
+    async def create_session(self, rec: SessionRecord) -> SessionRecord:
+        """Store a new session (timestamps of 0.0 become now); an existing id raises ValueError."""
+        self._check_open()
+        now = time.time()
+        stored = replace(rec, created_at=rec.created_at or now, updated_at=rec.updated_at or now)
+        marks = ",".join("?" * len(session_params(stored)))
+
+        async def insert(conn: aiosqlite.Connection) -> None:
+            sql = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({marks})"  # noqa: S608
+            await conn.execute(sql, session_params(stored))
+
+        try:
+            await self._write.transaction(insert)
+        except sqlite3.IntegrityError:
+            raise ValueError(f"session {rec.id!r} already exists") from None
+        return stored
+
+    async def update_session(self, session_id: str, **fields: Any) -> SessionRecord | None:
+        """Change title, mode, config, permissions or additional_dirs; None if no such session."""
+        self._check_open()
+        unknown = set(fields) - set(_SESSION_FIELDS)
+        if unknown:
+            raise TypeError(f"update_session() cannot change {', '.join(sorted(unknown))}")
+        sets = [f"{_SESSION_FIELDS[name][0]} = ?" for name in fields]
+        values = [_SESSION_FIELDS[name][1](value) for name, value in fields.items()]
+        sql = f"UPDATE sessions SET {', '.join([*sets, 'updated_at = max(updated_at, ?)'])} WHERE id = ?"  # noqa: S608
+
+        async def update(conn: aiosqlite.Connection) -> int:
+            cursor = await conn.execute(sql, (*values, time.time(), session_id))
+            return cursor.rowcount
+
+        if not await self._write.transaction(update):
+            return None
+        return await self.get_session(session_id)
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        await self.flush()
+        rows = list(
+            await self._read.execute_fetchall(
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?",  # noqa: S608
+                (session_id,),
+            )
+        )
+        return session_from_row(rows[0]) if rows else None
+
+    async def list_sessions(
+        self, *, cwd: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> tuple[list[SessionRecord], str | None]:
+        """Sessions, most recently updated first, and the cursor of the next page (None at the end)."""
+        await self.flush()
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        where, params = [], []
+        if cwd is not None:
+            where.append("cwd = ?")
+            params.append(cwd)
+        if cursor is not None:
+            where.append("(updated_at, id) < (?, ?)")
+            params.extend(decode_cursor(cursor))
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        sql = f"SELECT {SESSION_COLUMNS} FROM sessions {clause} ORDER BY updated_at DESC, id DESC LIMIT ?"  # noqa: S608
+        rows = list(await self._read.execute_fetchall(sql, (*params, limit + 1)))
+        page = [session_from_row(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return page, encode_cursor(page[-1].updated_at, page[-1].id) if more else None
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete a session with its runs and events; False if there was none."""
+        await self.flush()
+
+        async def delete(conn: aiosqlite.Connection) -> int:
+            cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            return cursor.rowcount
+
+        return bool(await self._write.transaction(delete))
+
+    # --- runs -----------------------------------------------------------------------------
+
+    async def start_run(self, *, run_id: str, session_id: str) -> None:
+        """Record a new running run as the session's next; committed before it returns."""
+        self._check_open()
+        now = time.time()
+
+        async def insert(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                "INSERT INTO runs (id, session_id, seq_no, status, started_at, owner_pid, owner_token) "
+                "SELECT ?, ?, coalesce(max(seq_no), -1) + 1, 'running', ?, ?, ? "
+                "FROM runs WHERE session_id = ?",
+                (run_id, session_id, now, os.getpid(), owners.own_token(), session_id),
+            )
+            await conn.execute(
+                "UPDATE sessions SET updated_at = max(updated_at, ?) WHERE id = ?", (now, session_id)
+            )
+
+        try:
+            await self._write.transaction(insert)
+        except sqlite3.IntegrityError as exc:
+            if "FOREIGN KEY" in str(exc):
+                raise LookupError(f"no session {session_id!r}") from None
+            raise ValueError(f"run {run_id!r} already exists") from None
+
+    async def finish_run(
+        self, run_id: str, state: RunState | str, *, stop_reason: str | None = None, error: str | None = None
+    ) -> None:
+        """Record how a run ended (after committing its queued events); durable on return."""
+        self._check_open()
+        final = normalize_state(state)
+        if final is RunState.RUNNING:
+            raise ValueError("finish_run() needs a terminal state")
+        await self.flush()
+
+        async def update(conn: aiosqlite.Connection) -> int:
+            cursor = await conn.execute(
+                "UPDATE runs SET status = ?, stop_reason = ?, error = ?, ended_at = ? WHERE id = ?",
+                (final.value, stop_reason, error, time.time(), run_id),
+            )
+            return cursor.rowcount
+
+        if not await self._write.transaction(update):
+            raise LookupError(f"no run {run_id!r}")
+
+    async def runs(self, session_id: str) -> list[RunRecord]:
+        """The session's runs in order."""
+        await self.flush()
+        rows = await self._read.execute_fetchall(
+            f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ? ORDER BY seq_no",  # noqa: S608
+            (session_id,),
+        )
+        return [run_from_row(row) for row in rows]
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        await self.flush()
+        rows = list(
+            await self._read.execute_fetchall(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))  # noqa: S608
+        )
+        return run_from_row(rows[0]) if rows else None
+
+    # --- events ---------------------------------------------------------------------------
+
+    async def append(self, envelope: Envelope, *, durable: bool = False) -> None:
+        """Queue one event (redacted) for the next group commit.
+
+        Returns at once unless `durable` or the event is a prompt, a tool start or the run's
+        end: those return only once committed, and raise if the database refused them.
+        """
+        self._check_open()
+        kind, payload = encode_event(envelope.event)
+        item = PendingEvent(
+            run_id=envelope.run_id,
+            session_id=envelope.session_id,
+            seq=envelope.seq,
+            type=kind,
+            created_at=envelope.created_at or time.time(),
+            terminal=kind == "done",
+            payload=_JSON.encode(redact(payload)),
+        )
+        waiter = self._committer.submit(item, durable=durable or kind in DURABLE_TYPES)
+        if waiter is not None:
+            await waiter
+        elif self._committer.backlog >= MAX_BACKLOG:
+            await self._committer.flush()  # back-pressure: never queue without bound
+
+    async def flush(self) -> None:
+        """Commit every event appended so far (raises if their batch failed)."""
+        self._check_open()
+        await self._committer.flush()
+
+    async def events(
+        self, session_id: str | None = None, *, run_id: str | None = None, after: str | int | None = None
+    ) -> AsyncIterator[EventRecord]:
+        """Stored events in order (runs by session order, then seq), streamed page by page.
+
+        `after` is an event id `run_id:seq` (resume strictly after it) or, with `run_id`, a seq.
+        Bad arguments raise ValueError (at the first iteration: this is an async generator).
+        """
+        await self.flush()
+        span = await replay.resolve_span(self._read, session_id=session_id, run_id=run_id, after=after)
+        if span is None:
+            return
+        async for record in replay.stream(self._read, span):
+            yield record
+
+    async def history(self, session_id: str) -> list[Message]:
+        """The conversation as messages (prompts, and each run's agent text) to restore an agent."""
+        await self.flush()
+        return await replay.conversation(self._read, session_id)
+
+    # --- internals ------------------------------------------------------------------------
+
+    async def _commit_batch(self, items: list[PendingEvent]) -> dict[int, Exception]:
+        try:
+            return await self._write.transaction(lambda conn: write_batch(conn, items))
+        except sqlite3.IntegrityError:
+            # A duplicate (run_id, seq) in the batch: redo it row by row so only that one fails.
+            return await self._write.transaction(lambda conn: write_batch(conn, items, one_by_one=True))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise JournalClosedError("the journal is closed")

@@ -1,0 +1,210 @@
+"""Group commit: queued events go to SQLite in one transaction per batch, from one task.
+
+`GroupCommitter` owns the queue and the background task (started by the journal, joined in
+its `close`); a batch is committed when it reaches `batch_size`, when someone waits for it
+(a durable append, a flush) or `window` seconds after its first event, whichever comes first.
+`write_batch` is the batch's SQL, run inside the journal's write transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+
+from journal.errors import JournalClosedError
+
+log = logging.getLogger("journal")
+
+
+@dataclass(slots=True)
+class PendingEvent:
+    run_id: str
+    session_id: str
+    seq: int
+    type: str
+    created_at: float
+    terminal: bool
+    payload: str
+    waiter: asyncio.Future[None] | None = None
+
+
+# Commits a batch and returns the refused events by index; raising fails the whole batch.
+CommitBatch = Callable[[list[PendingEvent]], Awaitable[dict[int, Exception]]]
+
+
+class GroupCommitter:
+    def __init__(self, commit: CommitBatch, *, window: float = 0.025, batch_size: int = 256) -> None:
+        self._commit = commit
+        self._window = window
+        self._batch_size = batch_size
+        self._queue: list[PendingEvent] = []
+        # Resolves (with the batch's error or None) once the queued events are committed.
+        self._queued_done: asyncio.Future[Exception | None] | None = None
+        self._inflight_done: asyncio.Future[Exception | None] | None = None
+        self._wake = asyncio.Event()
+        self._now = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def backlog(self) -> int:
+        return len(self._queue)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="journal-writer")
+
+    def submit(self, item: PendingEvent, *, durable: bool) -> asyncio.Future[None] | None:
+        """Queue one event; for a durable one, the future that resolves once it is committed."""
+        if self._closing:
+            raise JournalClosedError("the journal is closed")
+        loop = asyncio.get_running_loop()
+        if self._queued_done is None:
+            self._queued_done = loop.create_future()
+        self._queue.append(item)
+        if durable:
+            item.waiter = loop.create_future()
+            self._now.set()
+        elif len(self._queue) >= self._batch_size:
+            self._now.set()
+        self._wake.set()
+        return item.waiter
+
+    async def flush(self) -> None:
+        """Wait until every event queued so far is committed; raises if its batch failed."""
+        done = self._queued_done or self._inflight_done
+        if done is None:
+            return
+        if done is self._queued_done:
+            self._now.set()
+        error = await asyncio.shield(done)
+        if error is not None:
+            raise error
+
+    async def close(self) -> None:
+        """Commit what is queued, then stop the task; later submits raise JournalClosedError."""
+        self._closing = True
+        self._now.set()
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+
+    async def _run(self) -> None:
+        while True:
+            if not self._queue:
+                if self._closing:
+                    return
+                self._wake.clear()  # no await since the check: nothing can slip in between
+                await self._wake.wait()
+                continue
+            if not self._now.is_set() and not self._closing:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._window):
+                        await self._now.wait()
+            await self._commit_queued()
+
+    async def _commit_queued(self) -> None:
+        self._now.clear()
+        items, self._queue = self._queue, []
+        done, self._queued_done = self._queued_done, None
+        if done is None:
+            return
+        self._inflight_done = done
+        try:
+            failures = await self._commit(items)
+        except Exception as exc:
+            log.error("journal lost %d events: %s", len(items), exc)
+            _settle(items, dict.fromkeys(range(len(items)), exc), quiet=True)
+            done.set_result(exc)
+        else:
+            _settle(items, failures, quiet=False)
+            done.set_result(None)
+        finally:
+            self._inflight_done = None
+
+
+def _settle(items: list[PendingEvent], failures: dict[int, Exception], *, quiet: bool) -> None:
+    for index, item in enumerate(items):
+        failure = failures.get(index)
+        if item.waiter is not None and not item.waiter.done():
+            if failure is None:
+                item.waiter.set_result(None)
+            else:
+                item.waiter.set_exception(failure)
+        elif failure is not None and not quiet:
+            log.warning("journal refused event %s:%s: %s", item.run_id, item.seq, failure)
+
+
+# --- the batch's SQL ---------------------------------------------------------------------
+
+# Through `runs`, so an event lands only in a run of its own session and takes the run's order.
+_INSERT = """INSERT INTO events (run_id, seq, session_id, run_no, type, created_at, terminal, payload)
+SELECT ?, ?, session_id, seq_no, ?, ?, ?, ? FROM runs WHERE id = ? AND session_id = ?"""
+
+
+async def write_batch(
+    conn: aiosqlite.Connection, items: list[PendingEvent], *, one_by_one: bool = False
+) -> dict[int, Exception]:
+    """Insert the batch and keep runs.last_seq / sessions.updated_at current; returns refusals.
+
+    Raises sqlite3.IntegrityError on a duplicate (run_id, seq) unless `one_by_one`, which
+    the caller then uses (in a fresh transaction) so only the duplicate is refused.
+    """
+    params = [
+        (i.run_id, i.seq, i.type, i.created_at, int(i.terminal), i.payload, i.run_id, i.session_id)
+        for i in items
+    ]
+    if one_by_one:
+        failures = await _insert_each(conn, params)
+    else:
+        cursor = await conn.executemany(_INSERT, params)
+        failures = {} if cursor.rowcount == len(items) else await _unknown_runs(conn, items)
+    await _touch_parents(conn, [item for n, item in enumerate(items) if n not in failures])
+    return failures
+
+
+async def _unknown_runs(conn: aiosqlite.Connection, items: list[PendingEvent]) -> dict[int, Exception]:
+    run_ids = sorted({item.run_id for item in items})
+    marks = ",".join("?" * len(run_ids))
+    rows = await conn.execute_fetchall(f"SELECT id, session_id FROM runs WHERE id IN ({marks})", run_ids)  # noqa: S608
+    known = {(row[0], row[1]) for row in rows}
+    return {
+        index: LookupError(f"no run {item.run_id!r} in session {item.session_id!r}")
+        for index, item in enumerate(items)
+        if (item.run_id, item.session_id) not in known
+    }
+
+
+async def _insert_each(conn: aiosqlite.Connection, params: list[tuple[Any, ...]]) -> dict[int, Exception]:
+    failures: dict[int, Exception] = {}
+    for index, row in enumerate(params):
+        try:
+            cursor = await conn.execute(_INSERT, row)
+        except sqlite3.IntegrityError:
+            failures[index] = ValueError(f"event {row[0]}:{row[1]} is already stored")
+            continue
+        if cursor.rowcount == 0:
+            failures[index] = LookupError(f"no run {row[0]!r} in session {row[7]!r}")
+    return failures
+
+
+async def _touch_parents(conn: aiosqlite.Connection, items: list[PendingEvent]) -> None:
+    last_seq: dict[str, int] = {}
+    touched: dict[str, float] = {}
+    for item in items:
+        last_seq[item.run_id] = max(item.seq, last_seq.get(item.run_id, item.seq))
+        touched[item.session_id] = max(item.created_at, touched.get(item.session_id, item.created_at))
+    await conn.executemany(
+        "UPDATE runs SET last_seq = max(coalesce(last_seq, ?), ?) WHERE id = ?",
+        [(seq, seq, run_id) for run_id, seq in last_seq.items()],
+    )
+    await conn.executemany(
+        "UPDATE sessions SET updated_at = max(updated_at, ?) WHERE id = ?",
+        [(stamp, session_id) for session_id, stamp in touched.items()],
+    )

@@ -1,0 +1,178 @@
+"""Durable sessions over ACP: load replays what was seen, resume does not, list, close,
+delete, and sessions that survive a restart of the server."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+import pytest
+
+from acp_server.agent import AcpAgent
+from acp_server.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
+from adapters.scripted import ScriptedAdapter
+from harness import RemoteError, running
+from journal.store import Journal
+
+SCRIPT = {"scenarios": [
+    {"match": "work", "steps": [
+        {"think": "let me see"}, {"plan": [{"content": "read", "status": "in_progress"}]},
+        {"say": "Reading ", "repeat": 3},
+        {"tool": "Read notes", "kind": "read", "read_file": "notes.txt", "ask": True},
+        {"say": "done."}, {"title": "Notes review"},
+    ]},
+    {"match": "always", "steps": [{"tool": "Format", "kind": "edit", "ask": True, "result": "ok"}]},
+]}
+
+
+@asynccontextmanager
+async def server(db_path):
+    journal = await Journal.open(db_path)
+    try:
+        async with running(AcpAgent(ScriptedAdapter.from_data(SCRIPT), journal=journal)) as editor:
+            await editor.initialize()
+            yield editor
+    finally:
+        await journal.close()
+
+
+def merged(updates):
+    """Live updates with consecutive text chunks of one kind merged, as replay sends them."""
+    out = []
+    for update in updates:
+        kind = update["sessionUpdate"]
+        if out and kind in ("agent_message_chunk", "agent_thought_chunk") and out[-1]["sessionUpdate"] == kind:
+            out[-1] = {**out[-1], "content": {"type": "text", "text": out[-1]["content"]["text"] + update["content"]["text"]}}
+        else:
+            out.append(update)
+    return out
+
+
+async def test_initialize_advertises_load_and_the_session_capabilities_really_implemented(tmp_path):
+    journal = await Journal.open(tmp_path / "j.db")
+    async with running(AcpAgent(ScriptedAdapter.from_data(SCRIPT), journal=journal)) as editor:
+        caps = (await editor.initialize())["agentCapabilities"]
+        assert caps["loadSession"] is True
+        assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}}
+    await journal.close()
+
+
+async def test_load_after_a_restart_replays_the_conversation_as_it_was_seen_live_then_answers(tmp_path):
+    (tmp_path / "notes.txt").write_text("remember the milk")
+    db = tmp_path / "journal.db"
+    async with server(db) as editor:
+        sid = await editor.new_session(tmp_path)
+        await editor.prompt(sid, "work please")
+        await editor.prompt(sid, "and echo this")
+        live = list(editor.updates[sid])
+    async with server(db) as editor:
+        load_id = editor.last_id + 1
+        assert await editor.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}) == {}
+        replayed = editor.updates[sid]
+        response_at = next(i for i, f in enumerate(editor.frames) if f.get("id") == load_id)
+        assert all(f.get("method") != "session/update" for f in editor.frames[response_at:])
+    user = [u for u in replayed if u["sessionUpdate"] == "user_message_chunk"]
+    assert [u["content"]["text"] for u in user] == ["work please", "and echo this"]
+    assert [u for u in replayed if u["sessionUpdate"] != "user_message_chunk"] == merged(live)
+
+
+async def test_resume_reattaches_without_replaying_and_the_next_prompt_has_the_history(tmp_path):
+    db = tmp_path / "journal.db"
+    async with server(db) as editor:
+        sid = await editor.new_session(tmp_path)
+        await editor.prompt(sid, "first words")
+    async with server(db) as editor:
+        assert await editor.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path)}) == {}
+        assert editor.updates[sid] == []
+        assert await editor.prompt(sid, "second words") == {"stopReason": "end_turn"}
+        assert editor.text(sid) == "second words"
+
+
+async def test_a_prompt_to_a_known_session_after_a_restart_works_without_load(tmp_path):
+    db = tmp_path / "journal.db"
+    async with server(db) as editor:
+        sid = await editor.new_session(tmp_path)
+    async with server(db) as editor:
+        assert await editor.prompt(sid, "hello again") == {"stopReason": "end_turn"}
+
+
+@pytest.mark.parametrize("method", ["session/load", "session/resume", "session/prompt", "session/close"])
+async def test_an_unknown_session_is_an_error_never_a_new_session(tmp_path, method):
+    async with server(tmp_path / "journal.db") as editor:
+        params = {"sessionId": "sess_nope", "cwd": str(tmp_path), "mcpServers": [],
+                  "prompt": [{"type": "text", "text": "hi"}]}
+        with pytest.raises(RemoteError) as caught:
+            await editor.request(method, params)
+        assert caught.value.code == RESOURCE_NOT_FOUND
+        assert (await editor.request("session/list", {}))["sessions"] == []
+
+
+async def test_list_is_newest_first_filtered_by_cwd_and_pages_with_next_cursor(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    async with server(tmp_path / "journal.db") as editor:
+        in_a = [await editor.new_session(a) for _ in range(60)]
+        in_b = await editor.new_session(b)
+        await editor.prompt(in_a[0], "retitled and touched")
+        seen, cursor = [], None
+        while True:
+            page = await editor.request("session/list", {"cwd": str(a), **({"cursor": cursor} if cursor else {})})
+            seen += page["sessions"]
+            cursor = page.get("nextCursor")
+            if cursor is None:
+                break
+        assert len(seen) == 60 and {s["sessionId"] for s in seen} == set(in_a)
+        assert seen[0]["sessionId"] == in_a[0] and seen[0]["title"] == "retitled and touched"
+        assert all(s["cwd"] == str(a) for s in seen)
+        updated = [s["updatedAt"] for s in seen]
+        assert updated == sorted(updated, reverse=True)
+        everything = await editor.request("session/list", {})
+        assert everything["sessions"][0]["sessionId"] == in_a[0]
+        assert in_b in {s["sessionId"] for s in everything["sessions"]}
+        with pytest.raises(RemoteError) as caught:
+            await editor.request("session/list", {"cursor": "garbage!"})
+        assert caught.value.code == INVALID_PARAMS
+
+
+async def test_delete_removes_the_session_and_its_journal(tmp_path):
+    async with server(tmp_path / "journal.db") as editor:
+        sid = await editor.new_session(tmp_path)
+        await editor.prompt(sid, "something")
+        assert await editor.request("session/delete", {"sessionId": sid}) == {}
+        assert await editor.request("session/delete", {"sessionId": sid}) == {}
+        assert (await editor.request("session/list", {}))["sessions"] == []
+        with pytest.raises(RemoteError) as caught:
+            await editor.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        assert caught.value.code == RESOURCE_NOT_FOUND
+
+
+async def test_close_cancels_a_running_turn_and_the_session_can_be_resumed(tmp_path):
+    journal = await Journal.open(tmp_path / "journal.db")
+    agent = AcpAgent(ScriptedAdapter.from_data({"scenarios": [
+        {"match": "slow", "steps": [{"say": "working"}, {"sleep": 30}]}]}), journal=journal)
+    async with running(agent) as editor:
+        await editor.initialize()
+        sid = await editor.new_session(tmp_path)
+        task = await editor.start_prompt(sid, "slow")
+        await editor.wait_for(lambda: editor.text(sid) == "working")
+        assert await editor.request("session/close", {"sessionId": sid}) == {}
+        assert (await task)["result"] == {"stopReason": "cancelled"}
+        assert await editor.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path)}) == {}
+        assert await editor.prompt(sid, "back") == {"stopReason": "end_turn"}
+    await journal.close()
+
+
+async def test_an_always_answer_survives_a_restart(tmp_path):
+    db = tmp_path / "journal.db"
+    async with server(db) as editor:
+        async def always(params):
+            return {"outcome": {"outcome": "selected", "optionId": "allow_always"}}
+
+        editor.handlers["session/request_permission"] = always
+        sid = await editor.new_session(tmp_path)
+        await editor.prompt(sid, "always")
+        assert len(editor.server_requests) == 1
+    async with server(db) as editor:
+        await editor.prompt(sid, "always")
+        assert editor.server_requests == []
+        assert editor.updates[sid][-1]["status"] == "completed"
