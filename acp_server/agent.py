@@ -36,7 +36,7 @@ from acp_server.sessions import Session, SessionStore
 from acp_server.tools import ClientCapabilities, ClientTools
 from acp_server.turns import RunNumbering, Ticket, TurnOutcome, run_turn
 from adapters.base import AdapterCapabilities, Message, RuntimeAdapter, TurnInput
-from adapters.events import Envelope, RuntimeEvent, TitleChanged, ToolCallUpdated, TurnFinished
+from adapters.events import Envelope, RuntimeEvent, TextDelta, TitleChanged, ToolCallUpdated, TurnFinished
 from journal.states import RunState, normalize_state
 from journal.store import Journal
 
@@ -251,8 +251,15 @@ class AcpAgent:
         if self.journal is not None:
             await self.journal.start_run(run_id=numbering.run_id, session_id=session.id)
 
+        reply: list[str] = []
+
+        async def publish(envelope: Envelope) -> None:
+            if isinstance(envelope.event, TextDelta):
+                reply.append(envelope.event.text)
+            await self.publish(envelope)
+
         async def emit(event: RuntimeEvent) -> None:
-            await self.publish(numbering.envelope(event))
+            await publish(numbering.envelope(event))
 
         services = ClientTools(
             peer=self.peer, client=self.client, session_id=session.id, cwd=session.cwd,
@@ -264,10 +271,12 @@ class AcpAgent:
                          dict(session.config), session.mcp_servers)
         await self.sessions.title_from_prompt(session, turn.text)
         outcome = await run_turn(
-            adapter=self.adapter, turn=turn, ticket=ticket, services=services, publish=self.publish,
+            adapter=self.adapter, turn=turn, ticket=ticket, services=services, publish=publish,
             numbering=numbering, limiter=self._limiter, grace=self.options.cancel_grace,
         )
         session.history.append(Message("user", turn.text))
+        if reply:
+            session.history.append(Message("agent", "".join(reply)))
         return outcome
 
     async def publish(self, envelope: Envelope) -> None:

@@ -43,8 +43,7 @@ def add_server_options(parser: argparse.ArgumentParser, *, defaults: bool = True
         if not defaults:
             spec["default"] = argparse.SUPPRESS
         elif env is not None:
-            convert = spec.get("type", str)
-            spec["default"] = convert(env)  # type: ignore[operator]
+            spec["default"] = env  # argparse converts (and reports a bad value) like a flag's
         spec["help"] = f"{spec['help']} [env {_env_name(flag)}]"
         group.add_argument(flag, **spec)  # type: ignore[arg-type]
 
@@ -79,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     answer.add_argument("--allow", action="store_true", help="allow every permission request (once)")
     answer.add_argument("--deny", action="store_true", help="reject every permission request (once)")
     prompt.add_argument("--json", action="store_true", help="print the raw session/update payloads as JSON lines")
+    from acp_server.inspect import add_commands
+
+    add_commands(commands)
     return parser
 
 
@@ -101,6 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from acp_server.client import run_prompt_command
 
         return run_prompt_command(args)
+    if args.command is not None:
+        from acp_server.inspect import run_inspect_command
+
+        if getattr(args, "db", None) is None:
+            args.db = os.environ.get(_env_name("--db"))
+        return run_inspect_command(args)
     return _serve(args, parser)
 
 
@@ -117,6 +125,10 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(str(exc))
     if args.max_workers < 1:
         parser.error("--max-workers must be at least 1")
+    if args.max_frame_bytes < 1024:
+        parser.error("--max-frame-bytes must be at least 1024")
+    if args.permission_timeout is not None and args.permission_timeout <= 0:
+        parser.error("--permission-timeout must be a positive number of seconds")
     options = AgentOptions(max_workers=args.max_workers, permission_timeout=args.permission_timeout)
 
     async def serve() -> None:

@@ -9,14 +9,13 @@ prompt's stop reason into an exit status. Ctrl-C cancels the turn; a second one 
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 
@@ -24,6 +23,7 @@ import acp_server
 from acp_server import methods
 from acp_server.cli import server_args
 from acp_server.dispatch import Dispatcher
+from acp_server.display import Display
 from acp_server.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -40,7 +40,6 @@ CLIENT_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}}
 STARTUP_TIMEOUT = 30.0  # seconds for initialize + session/new together
 REAP_GRACE = 5.0  # seconds the server gets to exit after its stdin closes
 CATCH_UP_TIMEOUT = 5.0  # seconds to finish showing updates that arrived before the prompt's answer
-CONTENT_LINES = 20  # tool output longer than this is cut when shown
 
 EXIT_ERROR = 1
 EXIT_STARTUP = 2
@@ -53,8 +52,6 @@ STOP_REASONS: dict[str, tuple[int, str | None]] = {
     "cancelled": (EXIT_INTERRUPTED, "the turn was cancelled"),
 }
 CANCELLED_OUTCOME = {"outcome": {"outcome": "cancelled"}}
-DIM, RESET = "\x1b[2m", "\x1b[0m"
-PLAN_MARKS = {"completed": "x", "in_progress": "~"}
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -394,160 +391,6 @@ def _write(path: str, content: str) -> None:
             f.write(content)
     except OSError as exc:
         raise RpcError(INTERNAL_ERROR, f"Cannot write {path}: {exc.strerror or exc}") from None
-
-
-# --- showing the turn ---------------------------------------------------------------------
-
-
-class Display:
-    """Renders `session/update` payloads on a text stream as they arrive.
-
-    Streamed text is written as it comes; every other line starts on a fresh line.
-    """
-
-    def __init__(self, out: TextIO, *, raw: bool, color: bool) -> None:
-        self._out = out
-        self._raw = raw
-        self._color = color
-        self._at_line_start = True
-        self._thinking = False
-        self._titles: dict[str, str] = {}
-
-    def show(self, params: dict[str, Any]) -> None:
-        try:
-            if self._raw:
-                self._write(json.dumps(params, ensure_ascii=False) + "\n")
-            else:
-                update = params.get("update")
-                self._render(update if isinstance(update, dict) else {})
-            self._out.flush()
-        except BrokenPipeError:
-            self._discard_output()
-
-    def finish(self) -> None:
-        """Ends a line left open by streamed text, before anything else is printed."""
-        try:
-            if not self._at_line_start:
-                self._write("\n")
-            self._out.flush()
-        except BrokenPipeError:
-            self._discard_output()
-        self._thinking = False
-
-    def _discard_output(self) -> None:
-        # The reader went away (`| head`): the turn goes on, its output goes nowhere.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, self._out.fileno())
-        os.close(devnull)
-        self._at_line_start = True
-
-    def tool_title(self, tool: dict[str, Any]) -> str:
-        tool_id = str(tool.get("toolCallId", "?"))
-        title = tool.get("title")
-        if isinstance(title, str) and title:
-            self._titles[tool_id] = title
-        return self._titles.get(tool_id, tool_id)
-
-    def _render(self, update: dict[str, Any]) -> None:
-        match update.get("sessionUpdate"):
-            case "agent_message_chunk":
-                self._stream(_block_text(update.get("content")), thought=False)
-            case "agent_thought_chunk":
-                self._stream(_block_text(update.get("content")), thought=True)
-            case "tool_call":
-                kind, status = update.get("kind", "other"), update.get("status", "pending")
-                self._line(f"[tool] {self.tool_title(update)} ({kind}) {status}")
-                self._tool_content(update.get("content"))
-            case "tool_call_update":
-                self._tool_update(update)
-            case "plan":
-                self._plan(update.get("entries"))
-            case "usage_update":
-                self._usage(update)
-            case "session_info_update" if "title" in update:
-                self._line(f"[title] {update['title'] or '(cleared)'}")
-            case "current_mode_update":
-                self._line(f"[mode] {update.get('currentModeId')}")
-
-    def _write(self, text: str) -> None:
-        if text:
-            self._out.write(text)
-            self._at_line_start = text.endswith("\n")
-
-    def _line(self, text: str) -> None:
-        self.finish()
-        self._write(text + "\n")
-
-    def _stream(self, text: str, *, thought: bool) -> None:
-        if thought != self._thinking:
-            self.finish()
-            self._thinking = thought
-        if not thought:
-            self._write(text)
-        elif self._color:
-            self._write(f"{DIM}{text}{RESET}")
-        else:
-            for piece in text.splitlines(keepends=True):
-                self._write(("(thinking) " if self._at_line_start else "") + piece)
-
-    def _tool_update(self, update: dict[str, Any]) -> None:
-        title = self.tool_title(update)
-        status, content = update.get("status"), update.get("content")
-        if status is None and not content:
-            return
-        self._line(f"[tool] {title} -> {status}" if status else f"[tool] {title}")
-        self._tool_content(content)
-
-    def _tool_content(self, content: Any) -> None:
-        for item in content if isinstance(content, list) else []:
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "content":
-                self._indented(_block_text(item.get("content")))
-            elif item.get("type") == "diff":
-                self._indented(_unified_diff(item))
-            elif item.get("type") == "terminal":
-                self._line(f"    [terminal {item.get('terminalId')}]")
-
-    def _indented(self, text: str) -> None:
-        lines = text.splitlines()
-        if len(lines) > CONTENT_LINES:
-            lines = [*lines[:CONTENT_LINES], f"... ({len(lines) - CONTENT_LINES} more lines)"]
-        for line in lines:
-            self._line(f"    {line}")
-
-    def _plan(self, entries: Any) -> None:
-        self._line("[plan]")
-        for entry in entries if isinstance(entries, list) else []:
-            if isinstance(entry, dict):
-                self._line(f"  [{PLAN_MARKS.get(entry.get('status', ''), ' ')}] {entry.get('content', '')}")
-
-    def _usage(self, update: dict[str, Any]) -> None:
-        used, size = update.get("used"), update.get("size")
-        known = isinstance(used, int) and isinstance(size, int) and size > 0
-        share = f" ({100 * used / size:.1f}%)" if known else ""
-        cost = update.get("cost")
-        money = f", cost {cost.get('amount')} {cost.get('currency')}" if isinstance(cost, dict) else ""
-        self._line(f"[usage] {used}/{size} tokens{share}{money}")
-
-
-def _block_text(block: Any) -> str:
-    if not isinstance(block, dict):
-        return ""
-    if block.get("type") == "text":
-        return str(block.get("text", ""))
-    label = block.get("uri") or block.get("name") or ""
-    return f"[{block.get('type')}{' ' + str(label) if label else ''}]"
-
-
-def _unified_diff(item: dict[str, Any]) -> str:
-    path = str(item.get("path", "?"))
-    old, new = item.get("oldText"), item.get("newText")
-    lines = difflib.unified_diff(
-        str(old or "").splitlines(), str(new or "").splitlines(),
-        fromfile=path if old is not None else "/dev/null", tofile=path, lineterm="",
-    )
-    return "\n".join(lines) or f"(no change to {path})"
 
 
 # --- asking on the terminal ---------------------------------------------------------------

@@ -183,11 +183,22 @@ _GENERIC = {
 }
 
 
+# Discriminated unions put the tag into an error's location ("prompt.0.text.text"); a wire
+# field path never contains these right after an array index.
+_UNION_TAGS = frozenset({"text", "image", "audio", "resource_link", "resource", "selected", "cancelled"})
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    parts = [part for i, part in enumerate(loc)
+             if not (0 < i < len(loc) - 1 and isinstance(loc[i - 1], int) and part in _UNION_TAGS)]
+    return ".".join(str(part) for part in parts) or "params"
+
+
 def field_errors(exc: ValidationError) -> list[dict[str, str]]:
     """The failing fields of a validation error, without the values that failed."""
     errors = []
     for error in exc.errors(include_input=False, include_url=False, include_context=False):
-        field = ".".join(str(part) for part in error["loc"]) or "params"
+        field = _field_path(error["loc"])
         problem = _GENERIC.get(error["type"], error["msg"].removeprefix("Value error, "))
         errors.append({"field": field, "problem": problem})
     return errors

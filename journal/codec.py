@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from functools import cache
 from typing import Any
 
 from adapters import events as ev
@@ -36,7 +35,7 @@ def decode_event(type_: str, payload: dict[str, Any]) -> ev.RuntimeEvent:
         raise ValueError(f"unknown event type {type_!r}")
     if cls is ev.TextDelta:
         return ev.TextDelta(text=payload["text"])
-    return _build(cls, payload)
+    return typing.cast(ev.RuntimeEvent, _build(cls, payload))
 
 
 def _jsonable(value: Any) -> Any:
@@ -79,26 +78,34 @@ def _decode(hint: Any, value: Any) -> Any:
 def _decode_union(arms: tuple[Any, ...], value: Any) -> Any:
     if isinstance(value, dict) and "kind" in value:
         for arm in arms:
-            if dataclasses.is_dataclass(arm) and _kind_of(arm) == value["kind"]:
-                return _build(typing.cast(type[Any], arm), value)
+            if isinstance(arm, type) and dataclasses.is_dataclass(arm) and _kind_of(arm) == value["kind"]:
+                return _build(arm, value)
     for arm in arms:
         if arm is not type(None) and (typing.get_origin(arm) is tuple or dataclasses.is_dataclass(arm)):
             return _decode(arm, value)
     return value
 
 
-@cache
+_FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
+_HINTS: dict[type[Any], dict[str, Any]] = {}
+
+
 def _field_names(cls: type[Any]) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
 
 
-@cache
 def _hints(cls: type[Any]) -> dict[str, Any]:
-    names = set(_field_names(cls))
-    return {name: hint for name, hint in typing.get_type_hints(cls).items() if name in names}
+    hints = _HINTS.get(cls)
+    if hints is None:
+        names = set(_field_names(cls))
+        resolved = typing.get_type_hints(cls).items()
+        hints = _HINTS[cls] = {name: hint for name, hint in resolved if name in names}
+    return hints
 
 
-@cache
 def _kind_of(cls: type[Any]) -> str | None:
     kind = cls.__dataclass_fields__.get("kind")
-    return None if kind is None else kind.default
+    return None if kind is None else typing.cast(str, kind.default)

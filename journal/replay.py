@@ -92,7 +92,7 @@ async def stream(
     while True:
         # Within one run the key is the seq alone, so the index serves the order with no sort.
         key_params = key if span.run_no is None else key[1:]
-        rows = await conn.execute_fetchall(sql, (*params, *key_params, page_size))
+        rows = list(await conn.execute_fetchall(sql, (*params, *key_params, page_size)))
         for row in rows:
             yield _record(row)
         if len(rows) < page_size:

@@ -12,7 +12,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -48,7 +48,7 @@ DURABLE_TYPES = frozenset({"prompt", "tool_started", "done"})
 MAX_BACKLOG = 8192
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 INTERRUPTED_ERROR = "the server process ended while the run was in progress"
-_SESSION_FIELDS = {
+_SESSION_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "title": ("title", lambda v: v),
     "mode": ("mode", lambda v: v),
     "config": ("config_json", json.dumps),
@@ -65,7 +65,8 @@ def default_path() -> Path:
 class Journal:
     """Open with `await Journal.open(path)`; close with `close()` or `async with`.
 
-    Reads see your writes: every read first commits what `append` has queued.
+    Reads see your writes: every read first commits what `append` has queued. Only `flush`
+    and durable appends raise when a batch could not be committed; otherwise it is logged.
     """
 
     default_path = staticmethod(default_path)
@@ -182,7 +183,7 @@ class Journal:
         return await self.get_session(session_id)
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
-        await self.flush()
+        await self._sync()
         rows = list(
             await self._read.execute_fetchall(
                 f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?",  # noqa: S608
@@ -195,10 +196,11 @@ class Journal:
         self, *, cwd: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> tuple[list[SessionRecord], str | None]:
         """Sessions, most recently updated first, and the cursor of the next page (None at the end)."""
-        await self.flush()
+        await self._sync()
         if limit < 1:
             raise ValueError("limit must be at least 1")
-        where, params = [], []
+        where: list[str] = []
+        params: list[object] = []
         if cwd is not None:
             where.append("cwd = ?")
             params.append(cwd)
@@ -214,7 +216,7 @@ class Journal:
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete a session with its runs and events; False if there was none."""
-        await self.flush()
+        await self._sync()
 
         async def delete(conn: aiosqlite.Connection) -> int:
             cursor = await conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
@@ -255,7 +257,7 @@ class Journal:
         final = normalize_state(state)
         if final is RunState.RUNNING:
             raise ValueError("finish_run() needs a terminal state")
-        await self.flush()
+        await self._sync()  # the run's events before its end; their failures were already reported
 
         async def update(conn: aiosqlite.Connection) -> int:
             cursor = await conn.execute(
@@ -269,7 +271,7 @@ class Journal:
 
     async def runs(self, session_id: str) -> list[RunRecord]:
         """The session's runs in order."""
-        await self.flush()
+        await self._sync()
         rows = await self._read.execute_fetchall(
             f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ? ORDER BY seq_no",  # noqa: S608
             (session_id,),
@@ -277,7 +279,7 @@ class Journal:
         return [run_from_row(row) for row in rows]
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        await self.flush()
+        await self._sync()
         rows = list(
             await self._read.execute_fetchall(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))  # noqa: S608
         )
@@ -306,7 +308,7 @@ class Journal:
         if waiter is not None:
             await waiter
         elif self._committer.backlog >= MAX_BACKLOG:
-            await self._committer.flush()  # back-pressure: never queue without bound
+            await self._committer.flush(raise_error=False)  # back-pressure: never queue without bound
 
     async def flush(self) -> None:
         """Commit every event appended so far (raises if their batch failed)."""
@@ -321,7 +323,7 @@ class Journal:
         `after` is an event id `run_id:seq` (resume strictly after it) or, with `run_id`, a seq.
         Bad arguments raise ValueError (at the first iteration: this is an async generator).
         """
-        await self.flush()
+        await self._sync()
         span = await replay.resolve_span(self._read, session_id=session_id, run_id=run_id, after=after)
         if span is None:
             return
@@ -330,7 +332,7 @@ class Journal:
 
     async def history(self, session_id: str) -> list[Message]:
         """The conversation as messages (prompts, and each run's agent text) to restore an agent."""
-        await self.flush()
+        await self._sync()
         return await replay.conversation(self._read, session_id)
 
     # --- internals ------------------------------------------------------------------------
@@ -341,6 +343,11 @@ class Journal:
         except sqlite3.IntegrityError:
             # A duplicate (run_id, seq) in the batch: redo it row by row so only that one fails.
             return await self._write.transaction(lambda conn: write_batch(conn, items, one_by_one=True))
+
+    async def _sync(self) -> None:
+        """Wait for queued events before reading; a failed batch was already logged."""
+        self._check_open()
+        await self._committer.flush(raise_error=False)
 
     def _check_open(self) -> None:
         if self._closed:

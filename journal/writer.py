@@ -23,7 +23,7 @@ from journal.errors import JournalClosedError
 log = logging.getLogger("journal")
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class PendingEvent:
     run_id: str
     session_id: str
@@ -32,7 +32,6 @@ class PendingEvent:
     created_at: float
     terminal: bool
     payload: str
-    waiter: asyncio.Future[None] | None = None
 
 
 # Commits a batch and returns the refused events by index; raising fails the whole batch.
@@ -45,6 +44,7 @@ class GroupCommitter:
         self._window = window
         self._batch_size = batch_size
         self._queue: list[PendingEvent] = []
+        self._waiters: list[asyncio.Future[None] | None] = []  # parallel to _queue
         # Resolves (with the batch's error or None) once the queued events are committed.
         self._queued_done: asyncio.Future[Exception | None] | None = None
         self._inflight_done: asyncio.Future[Exception | None] | None = None
@@ -67,24 +67,23 @@ class GroupCommitter:
         loop = asyncio.get_running_loop()
         if self._queued_done is None:
             self._queued_done = loop.create_future()
+        waiter = loop.create_future() if durable else None
         self._queue.append(item)
-        if durable:
-            item.waiter = loop.create_future()
-            self._now.set()
-        elif len(self._queue) >= self._batch_size:
+        self._waiters.append(waiter)
+        if durable or len(self._queue) >= self._batch_size:
             self._now.set()
         self._wake.set()
-        return item.waiter
+        return waiter
 
-    async def flush(self) -> None:
-        """Wait until every event queued so far is committed; raises if its batch failed."""
+    async def flush(self, *, raise_error: bool = True) -> None:
+        """Wait until every event queued so far is committed; raises if the last batch failed."""
         done = self._queued_done or self._inflight_done
         if done is None:
             return
         if done is self._queued_done:
             self._now.set()
         error = await asyncio.shield(done)
-        if error is not None:
+        if error is not None and raise_error:
             raise error
 
     async def close(self) -> None:
@@ -112,6 +111,7 @@ class GroupCommitter:
     async def _commit_queued(self) -> None:
         self._now.clear()
         items, self._queue = self._queue, []
+        waiters, self._waiters = self._waiters, []
         done, self._queued_done = self._queued_done, None
         if done is None:
             return
@@ -120,23 +120,29 @@ class GroupCommitter:
             failures = await self._commit(items)
         except Exception as exc:
             log.error("journal lost %d events: %s", len(items), exc)
-            _settle(items, dict.fromkeys(range(len(items)), exc), quiet=True)
+            _settle(items, waiters, dict.fromkeys(range(len(items)), exc), quiet=True)
             done.set_result(exc)
         else:
-            _settle(items, failures, quiet=False)
+            _settle(items, waiters, failures, quiet=False)
             done.set_result(None)
         finally:
             self._inflight_done = None
 
 
-def _settle(items: list[PendingEvent], failures: dict[int, Exception], *, quiet: bool) -> None:
-    for index, item in enumerate(items):
+def _settle(
+    items: list[PendingEvent],
+    waiters: list[asyncio.Future[None] | None],
+    failures: dict[int, Exception],
+    *,
+    quiet: bool,
+) -> None:
+    for index, (item, waiter) in enumerate(zip(items, waiters, strict=True)):
         failure = failures.get(index)
-        if item.waiter is not None and not item.waiter.done():
+        if waiter is not None and not waiter.done():  # done: its appender was cancelled
             if failure is None:
-                item.waiter.set_result(None)
+                waiter.set_result(None)
             else:
-                item.waiter.set_exception(failure)
+                waiter.set_exception(failure)
         elif failure is not None and not quiet:
             log.warning("journal refused event %s:%s: %s", item.run_id, item.seq, failure)
 

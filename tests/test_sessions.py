@@ -176,3 +176,43 @@ async def test_an_always_answer_survives_a_restart(tmp_path):
         await editor.prompt(sid, "always")
         assert editor.server_requests == []
         assert editor.updates[sid][-1]["status"] == "completed"
+
+
+class RecordingAdapter:
+    """Remembers the history each turn was given."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.histories = []
+
+    def capabilities(self):
+        from adapters.base import AdapterCapabilities
+
+        return AdapterCapabilities(restores_history=True)
+
+    def run_turn(self, turn, sink):
+        self.histories.append(list(turn.history))
+        sink.text(f"reply to {turn.text}")
+        return "end_turn"
+
+    def cancel(self, session_id):
+        pass
+
+
+async def test_the_agent_gets_the_conversation_so_far_live_and_after_a_restart(tmp_path):
+    from adapters.base import Message
+
+    db = tmp_path / "journal.db"
+    adapter = RecordingAdapter()
+    for _ in range(2):
+        journal = await Journal.open(db)
+        async with running(AcpAgent(adapter, journal=journal)) as editor:
+            await editor.initialize()
+            if not adapter.histories:
+                sid = await editor.new_session(tmp_path)
+                await editor.prompt(sid, "one")
+            await editor.prompt(sid, "two")
+        await journal.close()
+    expected = [Message("user", "one"), Message("agent", "reply to one")]
+    assert adapter.histories == [[], expected, expected + [Message("user", "two"), Message("agent", "reply to two")]]

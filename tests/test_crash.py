@@ -1,0 +1,90 @@
+"""Real processes on one real database: a SIGKILL mid-turn loses nothing that was committed,
+replays honestly as interrupted, and two servers share a journal without locking errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+from stdio_server import StdioServer
+
+WORDS = [f"w{i} " for i in range(4000)]
+SCRIPT = {"scenarios": [
+    {"match": "long", "steps": [
+        {"tool": "Read config", "kind": "read", "input": {"path": "cfg"}, "result": "cfg ok"},
+        *(step for n, word in enumerate(WORDS)
+          for step in ([{"say": word}, {"sleep": 0.005}] if n % 10 == 9 else [{"say": word}])),
+    ]},
+    {"match": "", "steps": [{"say": "short reply"}]},
+]}
+
+
+def start(tmp_path, db) -> StdioServer:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    return StdioServer("--agent", "scripted", "--script", str(script), "--db", str(db), cwd=str(tmp_path))
+
+
+def test_sigkill_mid_turn_then_restart_replays_a_clean_prefix_and_an_interrupted_notice(tmp_path):
+    db = tmp_path / "journal.db"
+    first = start(tmp_path, db)
+    try:
+        sid = first.start_session(str(tmp_path))
+        first.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]})
+        seen = 0
+        while seen < 40:
+            frame = first.next_frame()
+            update = frame.get("params", {}).get("update", {})
+            seen += update.get("sessionUpdate") == "agent_message_chunk"
+    finally:
+        first.kill()  # SIGKILL, and reaped, as an editor would
+    assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+    second = start(tmp_path, db)
+    try:
+        second.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        load_id = second.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        updates = []
+        while (frame := second.next_frame()).get("id") != load_id:
+            updates.append(frame["params"]["update"])
+        assert frame["result"] == {}
+        kinds = [u["sessionUpdate"] for u in updates]
+        assert kinds[0] == "user_message_chunk" and updates[0]["content"]["text"] == "long"
+        assert kinds[1:4] == ["tool_call", "tool_call_update", "tool_call_update"]
+        assert updates[3]["status"] == "completed"
+        texts = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+        *reply, notice = texts
+        replayed = "".join(reply)
+        assert replayed and "".join(WORDS).startswith(replayed)
+        assert "interrupted" in notice
+        assert kinds[-1] == "session_info_update"
+        assert second.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}) == {
+            "stopReason": "end_turn"}
+    finally:
+        second.kill()
+    runs = sqlite3.connect(db).execute("SELECT status FROM runs ORDER BY seq_no").fetchall()
+    assert runs == [("interrupted",), ("completed",)]
+
+
+def test_two_servers_share_one_journal_at_the_same_time(tmp_path):
+    db = tmp_path / "journal.db"
+    servers = [start(tmp_path, db), start(tmp_path, db)]
+    try:
+        sessions = [server.start_session(str(tmp_path)) for server in servers]
+        prompts = [server.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]})
+                   for server, sid in zip(servers, sessions, strict=True)]
+        for server, prompt_id in zip(servers, prompts, strict=True):
+            assert server.response(prompt_id)["result"] == {"stopReason": "end_turn"}
+        listed = servers[0].call("session/list", {})["sessions"]
+        assert {s["sessionId"] for s in listed} == set(sessions)
+        for server in servers:
+            server.close_stdin()
+            assert server.wait() == 0
+            assert b"locked" not in server.stderr, server.stderr.decode()[-2000:]
+    finally:
+        for server in servers:
+            server.kill()
+    count = sqlite3.connect(db).execute("SELECT count(*) FROM events WHERE type = 'text'").fetchone()[0]
+    assert count >= 2  # deltas merge while the reader lags, so fewer rows than words
+    assert os.path.getsize(db) > 0
