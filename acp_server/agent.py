@@ -267,16 +267,17 @@ class AcpAgent:
             permission_timeout=self.options.permission_timeout,
             on_remember=lambda: self.sessions.save(session, permissions=dict(session.permissions.decisions)),
         )
-        turn = TurnInput(session.id, session.cwd, blocks, tuple(session.history), session.mode,
+        history = await self.sessions.history(session)
+        turn = TurnInput(session.id, session.cwd, blocks, tuple(history), session.mode,
                          dict(session.config), session.mcp_servers)
         await self.sessions.title_from_prompt(session, turn.text)
         outcome = await run_turn(
             adapter=self.adapter, turn=turn, ticket=ticket, services=services, publish=publish,
             numbering=numbering, limiter=self._limiter, grace=self.options.cancel_grace,
         )
-        session.history.append(Message("user", turn.text))
+        history.append(Message("user", turn.text))
         if reply:
-            session.history.append(Message("agent", "".join(reply)))
+            history.append(Message("agent", "".join(reply)))
         return outcome
 
     async def publish(self, envelope: Envelope) -> None:

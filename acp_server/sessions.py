@@ -29,7 +29,7 @@ class Session:
     mcp_servers: tuple[dict[str, Any], ...] = ()
     mode: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
-    history: list[Message] = field(default_factory=list)
+    history: list[Message] | None = field(default_factory=list)  # None: still in the journal
     queue: TurnQueue = field(default_factory=TurnQueue)
     permissions: PermissionMemory = field(default_factory=PermissionMemory)
     title: str | None = None
@@ -79,11 +79,17 @@ class SessionStore:
             raise not_found(session_id)
         session = Session(
             record.id, record.cwd, tuple(record.additional_dirs), mcp_servers or (), record.mode,
-            dict(record.config), await self.journal.history(record.id),  # type: ignore[union-attr]
+            dict(record.config), history=None,
             permissions=PermissionMemory(dict(record.permissions)), title=record.title,
         )
         self._live[session_id] = session
         return session
+
+    async def history(self, session: Session) -> list[Message]:
+        """The conversation so far; read from the journal on the first turn after a restore."""
+        if session.history is None:
+            session.history = await self.journal.history(session.id) if self.journal is not None else []
+        return session.history
 
     def close(self, session_id: str) -> bool:
         """Drop the in-memory state, cancelling its turns; the journal keeps the session."""

@@ -1,0 +1,121 @@
+"""Benchmark: `session/load` of a long session, measured against a real server process.
+
+Builds a journal holding one session of T turns, each a prompt, C streamed text deltas and a
+tool call (started, in progress, completed), written through the journal's own API as a live
+server writes it. Then starts `python -m acp_server --db <that file>`, sends initialize and
+`session/load`, and reports the time from the load request to its response, the
+notifications replayed, and the server's resident memory before the load and at its peak
+(VmRSS / VmHWM from Linux /proc). A benchmark, not a test: nothing about speed is asserted.
+
+    .venv/bin/python bench/load.py [--turns 200] [--chunks 50] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from adapters.events import (  # noqa: E402
+    Envelope,
+    PromptReceived,
+    TextContent,
+    TextDelta,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnFinished,
+)
+from journal.store import Journal, SessionRecord  # noqa: E402
+
+
+async def build(db: Path, turns: int, chunks: int) -> str:
+    session_id = "sess_bench"
+    async with await Journal.open(db) as journal:
+        await journal.create_session(SessionRecord(id=session_id, cwd=str(REPO), title="load benchmark"))
+        for turn in range(turns):
+            run_id = f"run_{turn:04d}"
+            await journal.start_run(run_id=run_id, session_id=session_id)
+            events = [PromptReceived(({"type": "text", "text": f"question {turn}"},)),
+                      ToolCallStarted(f"call_{turn}", f"Read file {turn}", "read", raw_input={"path": f"f{turn}.py"}),
+                      ToolCallUpdated(f"call_{turn}", status="in_progress"),
+                      ToolCallUpdated(f"call_{turn}", status="completed",
+                                      content=(TextContent("line\n" * 20),)),
+                      *(TextDelta(f"word{n} ") for n in range(chunks)),
+                      TurnFinished("end_turn")]
+            for seq, event in enumerate(events, 1):
+                await journal.append(Envelope(run_id, session_id, seq, event, time.time()))
+            await journal.finish_run(run_id, "end_turn", stop_reason="end_turn")
+    return session_id
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            fields[name] = int(value.split()[0])
+    return fields
+
+
+def measure(db: Path, session_id: str) -> tuple[float, int, int, int]:
+    server = subprocess.Popen([sys.executable, "-m", "acp_server", "--db", str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert server.stdin and server.stdout
+
+    def send(message: dict) -> None:
+        server.stdin.write(json.dumps(message).encode() + b"\n")
+        server.stdin.flush()
+
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+        json.loads(server.stdout.readline())
+        before = memory_kib(server.pid)
+        started = time.perf_counter()
+        send({"jsonrpc": "2.0", "id": 2, "method": "session/load",
+              "params": {"sessionId": session_id, "cwd": str(REPO), "mcpServers": []}})
+        notifications = 0
+        while True:
+            frame = json.loads(server.stdout.readline())
+            if frame.get("id") == 2:
+                break
+            notifications += 1
+        elapsed = time.perf_counter() - started
+        after = memory_kib(server.pid)
+        assert "result" in frame, frame
+        return elapsed, notifications, before["VmRSS"], after["VmHWM"]
+    finally:
+        server.stdin.close()
+        server.wait(10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--chunks", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "journal.db"
+        started = time.perf_counter()
+        session_id = asyncio.run(build(db, args.turns, args.chunks))
+        print(f"built {args.turns} turns x {args.chunks} chunks + a tool call each "
+              f"in {time.perf_counter() - started:.2f} s ({db.stat().st_size / 1e6:.1f} MB)")
+        results = [measure(db, session_id) for _ in range(args.runs)]
+    for n, (elapsed, notifications, rss, peak) in enumerate(results, 1):
+        print(f"run {n}: load {elapsed * 1000:.1f} ms, {notifications} notifications, "
+              f"RSS before {rss / 1024:.1f} MB, peak {peak / 1024:.1f} MB (+{(peak - rss) / 1024:.1f} MB)")
+    print(f"median load time: {statistics.median(r[0] for r in results) * 1000:.1f} ms; "
+          f"median peak RSS growth: {statistics.median((r[3] - r[2]) / 1024 for r in results):.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
