@@ -11,16 +11,26 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 
 import acp_server
 from acp_server import methods
+from acp_server.commands import CommandContext, available_commands, builtin_invocation, run_builtin
 from acp_server.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, RpcError
 from acp_server.jsonrpc import Peer
 from acp_server.mapping import to_update
+from acp_server.options import (
+    MODE_OPTION,
+    check_mode,
+    check_value,
+    config_options,
+    effective_config,
+    modes_state,
+)
+from acp_server.policy import DEFAULT_MODE
 from acp_server.protocol import (
     AuthenticateParams,
     InitializeParams,
@@ -29,18 +39,28 @@ from acp_server.protocol import (
     NewSessionParams,
     PromptParams,
     SessionParams,
+    SetConfigOptionParams,
+    SetModeParams,
     parse,
 )
 from acp_server.replay import iso, replay_updates
 from acp_server.sessions import Session, SessionStore
 from acp_server.tools import ClientCapabilities, ClientTools
-from acp_server.turns import RunNumbering, Ticket, TurnOutcome, run_turn
+from acp_server.turns import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
 from adapters.base import AdapterCapabilities, Message, RuntimeAdapter, TurnInput
-from adapters.events import Envelope, RuntimeEvent, TextDelta, TitleChanged, ToolCallUpdated, TurnFinished
+from adapters.events import (
+    Envelope,
+    PromptReceived,
+    RuntimeEvent,
+    TextDelta,
+    TitleChanged,
+    ToolCallUpdated,
+    TurnFinished,
+)
 from journal.states import RunState, normalize_state
 from journal.store import Journal
 
-DURABLE_KINDS = frozenset({"prompt", "tool_started", "done"})
+DURABLE_KINDS = frozenset({"prompt", "tool_started", "permission", "done"})
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +88,7 @@ class AcpAgent:
         self.peer: Peer | None = None
         self._initialized = False
         self._limiter = anyio.CapacityLimiter(self.options.max_workers)
+        self._commands = available_commands(self.capabilities)
 
     def handlers(self) -> dict[str, Handler]:
         table: dict[str, Handler] = {
@@ -76,6 +97,8 @@ class AcpAgent:
             methods.SESSION_NEW: self.handle_session_new,
             methods.SESSION_PROMPT: self.handle_session_prompt,
             methods.SESSION_CANCEL: self.handle_session_cancel,
+            methods.SESSION_SET_MODE: self.handle_session_set_mode,
+            methods.SESSION_SET_CONFIG_OPTION: self.handle_session_set_config_option,
         }
         if self.journal is not None:
             table |= {
@@ -141,7 +164,49 @@ class AcpAgent:
             cwd=request.cwd,
             mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers),
         )
-        return {"sessionId": session.id}
+        self._announce_commands(session.id)
+        return {"sessionId": session.id, **self._session_state(session)}
+
+    def _session_state(self, session: Session) -> dict[str, Any]:
+        """`modes` and `configOptions` as session/new, load and resume answer them."""
+        return {"modes": modes_state(session.mode),
+                "configOptions": config_options(self.capabilities, session.mode, session.config)}
+
+    def _announce_commands(self, session_id: str) -> None:
+        update = {"sessionUpdate": "available_commands_update", "availableCommands": self._commands}
+        if self.peer is not None:
+            self.peer.spawn(lambda: self.notify_update(session_id, update))
+
+    async def notify_update(self, session_id: str, update: dict[str, Any]) -> None:
+        assert self.peer is not None
+        await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": session_id, "update": update})
+
+    async def handle_session_set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = parse(SetModeParams, params)
+        session = await self.sessions.get(request.session_id)
+        await self._set_mode(session, check_mode(request.mode_id))
+        return {}
+
+    async def handle_session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = parse(SetConfigOptionParams, params)
+        session = await self.sessions.get(request.session_id)
+        value = check_value(self.capabilities, request.config_id, request.value)
+        if request.config_id == MODE_OPTION:
+            await self._set_mode(session, value, announce_options=False)
+        else:
+            session.config[request.config_id] = value
+            await self.sessions.save(session, config=dict(session.config))
+        return {"configOptions": config_options(self.capabilities, session.mode, session.config)}
+
+    async def _set_mode(self, session: Session, mode: str, *, announce_options: bool = True) -> None:
+        """Change the mode, persist it, and tell the client through both mechanisms."""
+        session.mode = mode
+        await self.sessions.save(session, mode=mode)
+        await self.notify_update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
+        if announce_options:
+            await self.notify_update(session.id, {
+                "sessionUpdate": "config_option_update",
+                "configOptions": config_options(self.capabilities, session.mode, session.config)})
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """Replay the whole conversation, then answer: the client sees history before `{}`."""
@@ -160,15 +225,16 @@ class AcpAgent:
 
         records = self.journal.events(session.id)
         async for update in replay_updates(records, interrupted):
-            await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": session.id, "update": update})
-        return {}
+            await self.notify_update(session.id, update)
+        self._announce_commands(session.id)
+        return self._session_state(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(LoadSessionParams, params)
         self._check_mcp_transports(request.mcp_servers)
-        await self.sessions.get(
+        session = await self.sessions.get(
             request.session_id, mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers))
-        return {}
+        return self._session_state(session)
 
     async def handle_session_list(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(ListSessionsParams, params)
@@ -233,7 +299,10 @@ class AcpAgent:
             session.queue.leave(ticket)
         if outcome.stop_reason == "error":
             raise RpcError(INTERNAL_ERROR, outcome.error or "The agent failed")
-        return {"stopReason": outcome.stop_reason}
+        response: dict[str, Any] = {"stopReason": outcome.stop_reason}
+        if outcome.usage is not None:
+            response["usage"] = outcome.usage
+        return response
 
     def _check_prompt_content(self, blocks: tuple[dict[str, Any], ...]) -> None:
         allowed = {"text", "resource_link"}
@@ -246,39 +315,62 @@ class AcpAgent:
                                {"errors": [{"field": f"prompt.{index}.type", "problem": "is not supported"}]})
 
     async def _run(self, session: Session, blocks: tuple[dict[str, Any], ...], ticket: Ticket) -> TurnOutcome:
-        assert self.peer is not None
         numbering = RunNumbering(f"run_{uuid.uuid4().hex}", session.id)
         if self.journal is not None:
             await self.journal.start_run(run_id=numbering.run_id, session_id=session.id)
-
-        reply: list[str] = []
+        tally = TurnTally()
 
         async def publish(envelope: Envelope) -> None:
-            if isinstance(envelope.event, TextDelta):
-                reply.append(envelope.event.text)
+            tally.add(envelope.event)
             await self.publish(envelope)
+
+        history = await self.sessions.history(session)
+        turn = TurnInput(session.id, session.cwd, blocks, tuple(history), session.mode or DEFAULT_MODE,
+                         effective_config(self.capabilities, session.config), session.mcp_servers)
+        await self.sessions.title_from_prompt(session, turn.text)
+        if (command := builtin_invocation(turn.text)) is not None:
+            outcome = await self._run_builtin(session, blocks, command, numbering, publish)
+        else:
+            outcome = await run_turn(
+                adapter=self.adapter, turn=turn, ticket=ticket, services=self._services(session, numbering, publish),
+                publish=publish, numbering=numbering, limiter=self._limiter, grace=self.options.cancel_grace,
+            )
+        history.append(Message("user", turn.text))
+        if tally.reply:
+            history.append(Message("agent", "".join(tally.reply)))
+        return replace(outcome, usage=tally.usage())
+
+    def _services(self, session: Session, numbering: RunNumbering, publish: Publish) -> ClientTools:
+        assert self.peer is not None
 
         async def emit(event: RuntimeEvent) -> None:
             await publish(numbering.envelope(event))
 
-        services = ClientTools(
+        return ClientTools(
             peer=self.peer, client=self.client, session_id=session.id, cwd=session.cwd,
             roots=session.roots, permissions=session.permissions, emit=emit,
+            mode=lambda: session.mode or DEFAULT_MODE,
             permission_timeout=self.options.permission_timeout,
             on_remember=lambda: self.sessions.save(session, permissions=dict(session.permissions.decisions)),
         )
-        history = await self.sessions.history(session)
-        turn = TurnInput(session.id, session.cwd, blocks, tuple(history), session.mode,
-                         dict(session.config), session.mcp_servers)
-        await self.sessions.title_from_prompt(session, turn.text)
-        outcome = await run_turn(
-            adapter=self.adapter, turn=turn, ticket=ticket, services=services, publish=publish,
-            numbering=numbering, limiter=self._limiter, grace=self.options.cancel_grace,
+
+    async def _run_builtin(self, session: Session, blocks: tuple[dict[str, Any], ...], command: tuple[str, str],
+                           numbering: RunNumbering, publish: Publish) -> TurnOutcome:
+        """A built-in command is answered by the server, as a journaled turn of its own."""
+        await publish(numbering.envelope(PromptReceived(blocks)))
+
+        async def save_permissions() -> None:
+            await self.sessions.save(session, permissions=dict(session.permissions.decisions))
+
+        context = CommandContext(
+            session_id=session.id, cwd=session.cwd, agent_name=self.adapter.name,
+            mode=session.mode or DEFAULT_MODE, config=effective_config(self.capabilities, session.config),
+            permissions=session.permissions.decisions, set_mode=lambda mode: self._set_mode(session, mode),
+            save_permissions=save_permissions, commands=self._commands,
         )
-        history.append(Message("user", turn.text))
-        if reply:
-            history.append(Message("agent", "".join(reply)))
-        return outcome
+        await publish(numbering.envelope(TextDelta(await run_builtin(*command, context))))
+        await publish(numbering.envelope(TurnFinished("end_turn")))
+        return TurnOutcome("end_turn")
 
     async def publish(self, envelope: Envelope) -> None:
         """Every runtime event of every turn passes here, in order: journal, then the wire."""

@@ -77,6 +77,7 @@ class Peer:
         self._write_failed = False
         self._drained = asyncio.Event()
         self._reading = anyio.CancelScope()
+        self._tasks: anyio.abc.TaskGroup | None = None
         self.on_close: Callable[[], Awaitable[None]] | None = None
 
     # --- running -------------------------------------------------------------------------
@@ -86,6 +87,7 @@ class Peer:
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._write_loop, writer)
             async with anyio.create_task_group() as requests:
+                self._tasks = requests
                 with self._reading:
                     async for frame in frames:
                         await self._receive(frame, requests)
@@ -102,6 +104,12 @@ class Peer:
                     requests.cancel_scope.cancel()
             self._has_data.set()  # lets the writer see the close once the outbox is empty
         await writer.aclose()
+
+    def spawn(self, func: Callable[[], Awaitable[None]]) -> None:
+        """Run `func` once the current handler's response has been queued (it starts on a later
+        loop step), e.g. notifications that must follow a response."""
+        if self._tasks is not None and not self._closed:
+            self._tasks.start_soon(func)
 
     def stop(self) -> None:
         """Stop reading as if the input had ended (SIGTERM); in-flight work winds down."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from adapters.events import (
     DiffContent,
+    PermissionDecided,
     PlanUpdated,
     PromptReceived,
     RuntimeEvent,
@@ -107,8 +108,8 @@ def to_update(event: RuntimeEvent) -> dict[str, Any] | None:
             return {"sessionUpdate": "session_info_update", "title": title}
         case PromptReceived():
             return None  # the client shows its own prompt live; replay sends user chunks
-        case TurnFinished():
-            return None
+        case TurnFinished() | PermissionDecided():
+            return None  # journal-only: the response (or the tool's status) shows it
     raise TypeError(f"unmapped runtime event {type(event).__name__}")
 
 

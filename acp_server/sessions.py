@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_server.errors import RESOURCE_NOT_FOUND, RpcError
-from acp_server.tools import PermissionMemory
+from acp_server.policy import PermissionMemory
 from acp_server.turns import TurnQueue
 from adapters.base import Message
 from journal.store import Journal, SessionRecord

@@ -13,8 +13,8 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import anyio
 
@@ -22,6 +22,7 @@ from acp_server import methods
 from acp_server.errors import PeerClosedError, RequestTimeoutError, RpcError
 from acp_server.jsonrpc import Peer
 from acp_server.mapping import tool_call_fields
+from acp_server.policy import PermissionMemory, always_key, decide
 from acp_server.protocol import (
     CreateTerminalResult,
     PermissionResult,
@@ -31,9 +32,17 @@ from acp_server.protocol import (
     parse,
 )
 from adapters.base import CommandResult, PermissionDecision, ToolRefused, TurnCancelled
-from adapters.events import RuntimeEvent, TerminalContent, ToolCallStarted, ToolCallUpdated
+from adapters.events import (
+    PermissionDecided,
+    RuntimeEvent,
+    TerminalContent,
+    ToolCallStarted,
+    ToolCallUpdated,
+)
 
 log = logging.getLogger(__name__)
+
+Outcome = Literal["allowed", "rejected", "cancelled", "timed_out"]
 
 CLIENT_TIMEOUT = 60.0
 OUTPUT_LIMIT = 1 << 20
@@ -63,17 +72,6 @@ class ClientCapabilities:
         )
 
 
-@dataclass(slots=True)
-class PermissionMemory:
-    """"Always" answers of one session, keyed by the tool's name (or title)."""
-
-    decisions: dict[str, bool] = field(default_factory=dict)
-
-    @staticmethod
-    def key(tool: ToolCallStarted) -> str:
-        return tool.name or tool.title
-
-
 def confine(path: str, *, cwd: str, roots: tuple[str, ...]) -> str:
     """The real absolute path of `path` (relative to cwd), or ToolRefused when it escapes."""
     real = os.path.realpath(os.path.join(cwd, path))
@@ -96,6 +94,7 @@ class ClientTools:
         cwd: str,
         roots: tuple[str, ...],
         permissions: PermissionMemory,
+        mode: Callable[[], str],
         emit: Callable[[RuntimeEvent], Awaitable[None]],
         permission_timeout: float | None = None,
         on_remember: Callable[[], Awaitable[None]] | None = None,
@@ -106,6 +105,7 @@ class ClientTools:
         self._cwd = cwd
         self._roots = roots
         self._permissions = permissions
+        self._mode = mode
         self._emit = emit
         self._permission_timeout = permission_timeout
         self._on_remember = on_remember
@@ -126,31 +126,52 @@ class ClientTools:
     # --- permission ----------------------------------------------------------------------
 
     async def request_permission(self, tool: ToolCallStarted) -> PermissionDecision:
-        key = PermissionMemory.key(tool)
-        if key in self._permissions.decisions:
-            allowed = self._permissions.decisions[key]
-            return PermissionDecision(allowed, reason=None if allowed else "Rejected by an earlier \"always reject\"")
+        """Decide by the policy; ask the user only when it says so. Every outcome is journaled."""
+        verdict = decide(self._mode(), tool, self._permissions.decisions)
+        if verdict != "ask":
+            by = "remembered" if always_key(tool) in self._permissions.decisions else "policy"
+            await self._emit(PermissionDecided(tool.tool_call_id, "allowed" if verdict == "allow" else "rejected", by))
+            if verdict == "allow":
+                return PermissionDecision(True)
+            why = "an earlier \"always reject\"" if by == "remembered" else f"{self._mode()} mode"
+            return PermissionDecision(False, reason=f"Refused by {why}")
+        try:
+            decision, outcome, option = await self._ask_user(tool)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._emit(PermissionDecided(tool.tool_call_id, "cancelled", "user"))
+            raise
+        await self._emit(PermissionDecided(tool.tool_call_id, outcome, "user", option))
+        return decision
+
+    async def _ask_user(self, tool: ToolCallStarted) -> tuple[PermissionDecision, Outcome, str | None]:
         fields = tool_call_fields(tool)
         fields.pop("status")
+        params = {"sessionId": self._session_id, "toolCall": fields, "options": PERMISSION_OPTIONS}
         try:
-            result = await self._call(methods.REQUEST_PERMISSION, {"toolCall": fields, "options": PERMISSION_OPTIONS},
-                                      timeout=self._permission_timeout)
-        except ToolRefused as exc:
-            return PermissionDecision(False, reason=f"Denied: {exc}")
-        outcome = parse(PermissionResult, result).outcome
-        if outcome.outcome == "cancelled":
-            return PermissionDecision(False, cancelled=True, reason="The permission request was cancelled")
-        option = outcome.option_id
+            result = await self._peer.request(methods.REQUEST_PERMISSION, params, timeout=self._permission_timeout)
+        except PeerClosedError:
+            raise TurnCancelled("the client connection closed") from None
+        except RequestTimeoutError:
+            reason = f"No answer to the permission request within {self._permission_timeout:g} s, so it was denied"
+            return PermissionDecision(False, reason=reason), "timed_out", None
+        except RpcError as exc:
+            return PermissionDecision(False, reason=f"Denied: the editor refused to ask ({exc.message})"), "rejected", None
+        answer = parse(PermissionResult, result).outcome
+        if answer.outcome == "cancelled":
+            return PermissionDecision(False, cancelled=True, reason="The permission request was cancelled"), "cancelled", None
+        option = answer.option_id
         if option not in {o["optionId"] for o in PERMISSION_OPTIONS}:
             log.warning("unknown permission option %r; treating it as a rejection", option)
-            return PermissionDecision(False, reason="Denied: the editor chose an unknown option")
+            return PermissionDecision(False, reason="Denied: the editor chose an unknown option"), "rejected", option
         allowed = option.startswith("allow")
         if option.endswith("always"):
-            self._permissions.decisions[key] = allowed
+            self._permissions.decisions[always_key(tool)] = allowed
             if self._on_remember is not None:
                 await self._on_remember()
-        return PermissionDecision(allowed, remember=option.endswith("always"),
-                                  reason=None if allowed else "Permission denied by the user")
+        decision = PermissionDecision(allowed, remember=option.endswith("always"),
+                                      reason=None if allowed else "Permission denied by the user")
+        return decision, "allowed" if allowed else "rejected", option
 
     # --- files ---------------------------------------------------------------------------
 

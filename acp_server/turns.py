@@ -24,7 +24,9 @@ from adapters.events import (
     Envelope,
     PromptReceived,
     RuntimeEvent,
+    TextDelta,
     TurnFinished,
+    UsageReported,
 )
 
 log = logging.getLogger(__name__)
@@ -89,6 +91,28 @@ class TurnQueue:
 class TurnOutcome:
     stop_reason: str
     error: str | None = None
+    usage: dict[str, int] | None = None  # the turn's tokens, as the prompt response's `usage`
+
+
+class TurnTally:
+    """What a turn said and spent: its reply (for the session's history) and token usage."""
+
+    def __init__(self) -> None:
+        self.reply: list[str] = []
+        self._tokens: tuple[int, int] | None = None
+
+    def add(self, event: RuntimeEvent) -> None:
+        if isinstance(event, TextDelta):
+            self.reply.append(event.text)
+        elif isinstance(event, UsageReported):
+            spent = self._tokens or (0, 0)
+            self._tokens = (spent[0] + event.input_tokens, spent[1] + event.output_tokens)
+
+    def usage(self) -> dict[str, int] | None:
+        if self._tokens is None:
+            return None
+        tokens_in, tokens_out = self._tokens
+        return {"inputTokens": tokens_in, "outputTokens": tokens_out, "totalTokens": tokens_in + tokens_out}
 
 
 class RunNumbering:

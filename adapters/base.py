@@ -130,6 +130,52 @@ class Sink(Protocol):
         self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
     ) -> CommandResult: ...
 
+    def clarify(
+        self, question: str, *, choices: Sequence[str] = (), tool_call_id: str | None = None
+    ) -> str:
+        """Ask the user a question (a form in the editor when it can show one, else the
+        choices as permission options); returns the answer, raises ToolRefused when the
+        question cannot be asked or is declined."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChoice:
+    value: str
+    name: str
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigOption:
+    """A setting the adapter offers (model, reasoning effort, ...); values are validated by
+    the server against `choices` before a turn sees them in `TurnInput.config`."""
+
+    id: str
+    name: str
+    choices: tuple[ConfigChoice, ...]
+    default: str
+    description: str | None = None
+    category: str | None = None  # ACP categories: model, model_config, thought_level, or _custom
+
+
+@dataclass(frozen=True, slots=True)
+class SlashCommand:
+    """A command the adapter handles; invoking it arrives as prompt text `/name args`."""
+
+    name: str
+    description: str
+    hint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """A quick check of configuration and reachability, for `acp-server doctor`."""
+
+    ok: bool
+    detail: str
+    settings: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # name -> (value, source)
+
 
 @dataclass(frozen=True, slots=True)
 class AdapterCapabilities:
@@ -143,6 +189,9 @@ class AdapterCapabilities:
     mcp_sse: bool = False
     restores_history: bool = False
     context_window: int | None = None
+    config_options: tuple[ConfigOption, ...] = ()
+    commands: tuple[SlashCommand, ...] = ()
+    cancel_latency: float = 1.0  # seconds within which a cancelled turn stops
 
 
 class RuntimeAdapter(Protocol):
@@ -154,3 +203,9 @@ class RuntimeAdapter(Protocol):
     def capabilities(self) -> AdapterCapabilities: ...
     def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason: ...
     def cancel(self, session_id: str) -> None: ...
+
+
+def health_of(adapter: RuntimeAdapter) -> Health:
+    """The adapter's own `health()` when it has one; otherwise healthy by construction."""
+    check = getattr(adapter, "health", None)
+    return check() if callable(check) else Health(True, "no checks needed")

@@ -125,6 +125,17 @@ class TitleChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class PermissionDecided:
+    """How a permission question about a tool call was settled, and by whom."""
+
+    tool_call_id: str
+    outcome: Literal["allowed", "rejected", "cancelled", "timed_out"]
+    by: Literal["user", "policy", "remembered"]
+    option: str | None = None
+    kind: Literal["permission"] = "permission"
+
+
+@dataclass(frozen=True, slots=True)
 class TurnFinished:
     """The last event of a run: how it ended, and why when it failed."""
 
@@ -142,6 +153,7 @@ RuntimeEvent = (
     | PlanUpdated
     | UsageReported
     | TitleChanged
+    | PermissionDecided
     | TurnFinished
 )
 

@@ -136,8 +136,8 @@ def test_json_mode_prints_every_update_as_one_json_object_per_line(tmp_path: Pat
     assert all(isinstance(line, dict) and set(line) >= {"sessionId", "update"} for line in lines)
     assert len({line["sessionId"] for line in lines}) == 1
     kinds = [line["update"]["sessionUpdate"] for line in lines]
-    assert kinds[:3] == ["agent_thought_chunk", "agent_message_chunk", "tool_call"]
-    assert set(kinds[3:]) == {"tool_call_update"}
+    assert kinds[:4] == ["available_commands_update", "agent_thought_chunk", "agent_message_chunk", "tool_call"]
+    assert set(kinds[4:]) == {"tool_call_update"}
 
 
 def test_stray_output_of_the_agent_lands_on_stderr_and_never_breaks_the_client(tmp_path: Path) -> None:

@@ -124,6 +124,10 @@ class RecordingSink:
         self._record("run_command", command, tool_call_id)
         return self.command
 
+    def clarify(self, question: str, *, choices=(), tool_call_id: str | None = None) -> str:
+        self._record("clarify", question, tuple(choices))
+        return choices[0] if choices else "answer"
+
 
 def turn(text: str = "hello") -> TurnInput:
     return TurnInput(session_id="s1", cwd=CWD, prompt=({"type": "text", "text": text},))

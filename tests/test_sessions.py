@@ -66,12 +66,16 @@ async def test_load_after_a_restart_replays_the_conversation_as_it_was_seen_live
         live = list(editor.updates[sid])
     async with server(db) as editor:
         load_id = editor.last_id + 1
-        assert await editor.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}) == {}
-        replayed = editor.updates[sid]
+        loaded = await editor.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        assert loaded["modes"]["currentModeId"] == "ask"
+        await editor.wait_for(lambda: "available_commands_update" in editor.kinds(sid))
+        replayed = editor.updates[sid][:-1]
         response_at = next(i for i, f in enumerate(editor.frames) if f.get("id") == load_id)
-        assert all(f.get("method") != "session/update" for f in editor.frames[response_at:])
+        after = [f["params"]["update"]["sessionUpdate"] for f in editor.frames[response_at:] if "params" in f]
+        assert after == ["available_commands_update"]
     user = [u for u in replayed if u["sessionUpdate"] == "user_message_chunk"]
     assert [u["content"]["text"] for u in user] == ["work please", "and echo this"]
+    live = [u for u in live if u["sessionUpdate"] != "available_commands_update"]
     assert [u for u in replayed if u["sessionUpdate"] != "user_message_chunk"] == merged(live)
 
 
@@ -81,9 +85,10 @@ async def test_resume_reattaches_without_replaying_and_the_next_prompt_has_the_h
         sid = await editor.new_session(tmp_path)
         await editor.prompt(sid, "first words")
     async with server(db) as editor:
-        assert await editor.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path)}) == {}
-        assert editor.updates[sid] == []
+        resumed = await editor.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path)})
+        assert set(resumed) == {"modes", "configOptions"}
         assert await editor.prompt(sid, "second words") == {"stopReason": "end_turn"}
+        assert editor.kinds(sid) == ["agent_message_chunk"]
         assert editor.text(sid) == "second words"
 
 
@@ -157,7 +162,7 @@ async def test_close_cancels_a_running_turn_and_the_session_can_be_resumed(tmp_p
         await editor.wait_for(lambda: editor.text(sid) == "working")
         assert await editor.request("session/close", {"sessionId": sid}) == {}
         assert (await task)["result"] == {"stopReason": "cancelled"}
-        assert await editor.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path)}) == {}
+        assert "modes" in await editor.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path)})
         assert await editor.prompt(sid, "back") == {"stopReason": "end_turn"}
     await journal.close()
 

@@ -40,7 +40,7 @@ def test_a_print_from_the_agent_never_reaches_the_wire(server, tmp_path):
     assert srv.wait() == 0
     srv.remaining_frames()
     chunks = [f["params"]["update"]["content"]["text"] for f in srv.frames
-              if f.get("method") == "session/update"]
+              if f.get("method") == "session/update" and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
     assert "".join(chunks) == "before after"
     assert b"STRAY PRINT" in srv.stderr
 
@@ -59,6 +59,7 @@ def test_eof_or_sigterm_cancels_the_running_turn_and_exits_zero(server, tmp_path
     srv = server()
     sid = srv.start_session(str(tmp_path))
     prompt_id = srv.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "slow"}]})
+    assert srv.next_frame()["params"]["update"]["sessionUpdate"] == "available_commands_update"
     assert srv.next_frame()["params"]["update"]["content"]["text"] == "working"
     srv.close_stdin() if stop == "eof" else srv.terminate()
     assert srv.wait(timeout=10) == 0

@@ -1,0 +1,78 @@
+"""Session modes and config options as ACP shows them, and validation of changes to them.
+
+The mode is the server's own permission mode, offered both as ACP modes and as a `mode`
+config option (the protocol is moving from the first to the second; both stay in sync). Every
+other option is one the adapter declared; values are checked against its choices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acp_server.errors import INVALID_PARAMS, RpcError
+from acp_server.policy import DEFAULT_MODE, MODE_IDS, MODES
+from adapters.base import AdapterCapabilities, ConfigOption
+
+MODE_OPTION = "mode"
+
+
+def modes_state(current: str | None) -> dict[str, Any]:
+    return {
+        "currentModeId": current or DEFAULT_MODE,
+        "availableModes": [{"id": m.id, "name": m.name, "description": m.description} for m in MODES],
+    }
+
+
+def _select(option: ConfigOption, current: str) -> dict[str, Any]:
+    described: dict[str, Any] = {"id": option.id, "name": option.name, "type": "select", "currentValue": current}
+    if option.description:
+        described["description"] = option.description
+    if option.category:
+        described["category"] = option.category
+    described["options"] = [
+        {"value": c.value, "name": c.name, **({"description": c.description} if c.description else {})}
+        for c in option.choices
+    ]
+    return described
+
+
+def config_options(caps: AdapterCapabilities, mode: str | None, values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The complete list, in the order clients should show it: the mode first."""
+    described = [{
+        "id": MODE_OPTION, "name": "Mode", "category": "mode", "type": "select",
+        "description": "How cautious the agent is: what it may do without asking.",
+        "currentValue": mode or DEFAULT_MODE,
+        "options": [{"value": m.id, "name": m.name, "description": m.description} for m in MODES],
+    }]
+    return described + [_select(o, str(values.get(o.id, o.default))) for o in caps.config_options]
+
+
+def effective_config(caps: AdapterCapabilities, values: dict[str, Any]) -> dict[str, Any]:
+    """Every declared option with its value (the default until the user picks one)."""
+    return {o.id: values.get(o.id, o.default) for o in caps.config_options}
+
+
+def check_mode(mode_id: str) -> str:
+    if mode_id not in MODE_IDS:
+        raise _invalid("modeId", f"must be one of {', '.join(sorted(MODE_IDS))}")
+    return mode_id
+
+
+def check_value(caps: AdapterCapabilities, config_id: str, value: Any) -> str:
+    """The validated value for `config_id`, or -32602 naming what is wrong."""
+    if not isinstance(value, str):
+        raise _invalid("value", "must be one of the option's value ids (a string)")
+    if config_id == MODE_OPTION:
+        if value not in MODE_IDS:
+            raise _invalid("value", f"must be one of {', '.join(sorted(MODE_IDS))}")
+        return value
+    option = next((o for o in caps.config_options if o.id == config_id), None)
+    if option is None:
+        raise _invalid("configId", "is not an option of this agent")
+    if value not in {c.value for c in option.choices}:
+        raise _invalid("value", f"is not one of the choices of {config_id}")
+    return value
+
+
+def _invalid(field: str, problem: str) -> RpcError:
+    return RpcError(INVALID_PARAMS, f"Invalid params: {field} {problem}", {"errors": [{"field": field, "problem": problem}]})

@@ -1,0 +1,218 @@
+"""`OpenAIAdapter`: a synchronous coding agent for any Chat Completions endpoint.
+
+A turn sends the conversation with the built-in tools, streams the answer to the sink, runs
+the tool calls it asks for (through the permission policy) and asks again, until the model
+stops, refuses, runs out of tokens or the request limit is reached. `cancel` cuts the
+in-flight HTTP stream from the server's thread. Settings are resolved in `config`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import threading
+from collections.abc import Mapping
+from contextlib import closing
+from typing import Any
+from urllib.parse import urlsplit
+
+from adapters.base import AdapterCapabilities, AgentError, Health, Sink, TurnInput
+from adapters.events import StopReason
+from adapters.openai.client import Abort, Endpoint
+from adapters.openai.config import load_settings
+from adapters.openai.models import ModelCatalog, config_options
+from adapters.openai.stream import Reply
+from adapters.openai.tools import BUILTIN_TOOLS, Tool, Workspace, execute
+
+HEALTH_TIMEOUT = 1.0
+KEYED_HOSTS = ("api.openai.com", "openrouter.ai")  # endpoints that never work without a key
+
+SYSTEM_PROMPT = """\
+You are a coding agent working in the directory {cwd} ({system}), inside the user's editor.
+Use the tools to look at the code before changing it: read_file, list_directory and \
+search_text to explore, edit_file (exact, unique replacement) or write_file to change files, \
+run_command to build and test. Paths are relative to that directory. Keep answers short; \
+say what you changed and why."""
+
+
+class OpenAIAdapter:
+    """The `openai` agent; one instance serves every session of the server."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        config_file: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] = os.environ,
+    ) -> None:
+        flags = {"model": model, "base_url": base_url, "api_key": api_key}
+        self.settings = load_settings(flags=flags, env=env, config_file=config_file)
+        self._endpoint = Endpoint(self.settings.base_url, self.settings.api_key, hint=self.settings.shown_path)
+        self._catalog = ModelCatalog(self._endpoint)
+        self._lock = threading.Lock()
+        self._in_flight: dict[str, Abort] = {}
+        self._costs: dict[str, float] = {}
+
+    # --- what the server asks before any turn ------------------------------------------
+
+    def capabilities(self) -> AdapterCapabilities:
+        listed = [] if self._config_problem() else self._catalog.ids()
+        model = self._default_model(listed)
+        return AdapterCapabilities(
+            streaming=True,
+            context_window=self._window(model),
+            config_options=config_options(model, listed),
+            cancel_latency=1.0,
+        )
+
+    def health(self) -> Health:
+        """Configuration and a quick GET /models; settings come with their sources."""
+        shown = self.settings.display()
+        if (problem := self._config_problem()) is not None:
+            return Health(False, problem, shown)
+        try:
+            ids = [entry["id"] for entry in self._endpoint.list_models(timeout=HEALTH_TIMEOUT)]
+        except AgentError as exc:
+            return Health(False, str(exc), shown)
+        model = self._default_model(ids)
+        if model is None:
+            return Health(False, self._no_model_message(), shown)
+        if self.settings.model is None:
+            shown["model"] = (model, "the endpoint's first listed model")
+        detail = f"{self.settings.base_url} answered with {len(ids)} models; using {model}"
+        if ids and model not in ids:
+            detail += f" (not among the models the endpoint lists: {_sample(ids)})"
+        return Health(True, detail, shown)
+
+    # --- a turn --------------------------------------------------------------------------
+
+    def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
+        if (problem := self._config_problem()) is not None:
+            raise AgentError(problem)
+        model = self._model_for(turn)
+        abort = Abort()
+        with self._lock:
+            self._in_flight[turn.session_id] = abort
+        try:
+            return self._loop(turn, sink, model, abort)
+        finally:
+            with self._lock:
+                if self._in_flight.get(turn.session_id) is abort:
+                    del self._in_flight[turn.session_id]
+
+    def cancel(self, session_id: str) -> None:
+        with self._lock:
+            abort = self._in_flight.get(session_id)
+        if abort is not None:
+            abort.abort()
+
+    def close(self) -> None:
+        """Release the HTTP connections (the server may simply exit instead)."""
+        self._endpoint.close()
+
+    def _loop(self, turn: TurnInput, sink: Sink, model: str, abort: Abort) -> StopReason:
+        tools: dict[str, Tool] = {tool.name: tool for tool in BUILTIN_TOOLS}
+        workspace = Workspace(sink, turn.cwd)
+        messages = self._messages(turn)
+        for _ in range(self.settings.max_turn_requests):
+            sink.check_cancelled()
+            reply = self._complete(self._payload(model, messages, tools, turn.config), sink, abort)
+            self._report_usage(turn.session_id, reply, model, sink)
+            if reply.refused:
+                return "refusal"
+            if reply.finish_reason == "length":
+                return "max_tokens"
+            calls = reply.tool_calls()
+            if not calls:
+                return "end_turn"
+            messages.append(reply.message())
+            for call in calls:
+                result = execute(call, tools.get(call.name), workspace)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        return "max_turn_requests"
+
+    def _complete(self, payload: dict[str, Any], sink: Sink, abort: Abort) -> Reply:
+        reply = Reply()
+        with closing(self._endpoint.stream_chat(payload, sink=sink, abort=abort)) as chunks:
+            for chunk in chunks:
+                reply.feed(chunk, sink)
+        return reply
+
+    def _messages(self, turn: TurnInput) -> list[dict[str, Any]]:
+        system = SYSTEM_PROMPT.format(cwd=turn.cwd, system=platform.system() or "unknown OS")
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        for message in turn.history:
+            messages.append({"role": "user" if message.role == "user" else "assistant", "content": message.text})
+        messages.append({"role": "user", "content": turn.text})
+        return messages
+
+    def _payload(self, model: str, messages: list[dict[str, Any]], tools: Mapping[str, Tool],
+                 config: Mapping[str, Any]) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "tools": [tool.schema() for tool in tools.values()],
+        }
+        if self.settings.temperature is not None:
+            payload["temperature"] = self.settings.temperature
+        effort = config.get("reasoning_effort")
+        if isinstance(effort, str) and effort != "default":
+            payload["reasoning_effort"] = effort
+        return payload
+
+    def _report_usage(self, session_id: str, reply: Reply, model: str, sink: Sink) -> None:
+        usage = reply.usage
+        if not usage:
+            return
+        prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+        cost = usage.get("cost")
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            # ACP's usage_update carries the session's cumulative cost.
+            self._costs[session_id] = self._costs.get(session_id, 0.0) + float(cost)
+        sink.usage(input_tokens=prompt, output_tokens=completion, cost_usd=self._costs.get(session_id),
+                   context_used=prompt + completion, context_size=self._window(model))
+
+    # --- settings ------------------------------------------------------------------------
+
+    def _config_problem(self) -> str | None:
+        """Why no request can work as configured, or None."""
+        if self.settings.problems:
+            return "The openai agent is misconfigured: " + "; ".join(self.settings.problems)
+        host = urlsplit(self.settings.base_url).hostname or ""
+        if not self.settings.api_key and any(host == h or host.endswith("." + h) for h in KEYED_HOSTS):
+            return (f"No API key for {self.settings.base_url}. Set OPENAI_API_KEY or api_key in "
+                    f"[openai] of {self.settings.shown_path}.")
+        return None
+
+    def _default_model(self, listed: list[str]) -> str | None:
+        return self.settings.model or (listed[0] if listed else None)
+
+    def _model_for(self, turn: TurnInput) -> str:
+        chosen = turn.config.get("model")
+        if isinstance(chosen, str) and chosen:
+            return chosen
+        listed = self._catalog.ids()
+        model = self._default_model(listed)
+        if model is None:
+            raise AgentError(self._catalog.error or self._no_model_message())
+        return model
+
+    def _no_model_message(self) -> str:
+        return (f"No model is configured for {self.settings.base_url}. Pass --model, set ACP_SERVER_MODEL, "
+                f"or set model in [openai] of {self.settings.shown_path}.")
+
+    def _window(self, model: str | None) -> int | None:
+        return self.settings.context_window or self._catalog.window(model)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _sample(ids: list[str], limit: int = 5) -> str:
+    return ", ".join(ids[:limit]) + (", ..." if len(ids) > limit else "")

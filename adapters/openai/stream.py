@@ -1,0 +1,97 @@
+"""One streamed completion, assembled chunk by chunk while its deltas reach the sink.
+
+Text deltas become `sink.text`, reasoning deltas (`reasoning_content` from vLLM and DeepSeek,
+`reasoning` from Ollama and OpenRouter) `sink.thought`; tool call fragments are joined by
+their index; the finish reason, a refusal and the usage are kept for the agent loop.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters.base import Sink
+from adapters.openai.tools import Call
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass(slots=True)
+class Reply:
+    """What the model said in one request; `feed` it every chunk in order."""
+
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    finish_reason: str | None = None
+    refusal: str | None = None
+    usage: dict[str, Any] | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.refusal is not None or self.finish_reason == "content_filter"
+
+    def feed(self, chunk: dict[str, Any], sink: Sink) -> None:
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            self._delta(choice.get("delta") or {}, sink)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+    def _delta(self, delta: dict[str, Any], sink: Sink) -> None:
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            sink.thought(reasoning)
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self.text.append(content)
+            sink.text(content)
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            self.refusal = (self.refusal or "") + refusal
+            sink.text(refusal)
+        for position, fragment in enumerate(delta.get("tool_calls") or []):
+            if isinstance(fragment, dict):
+                self._tool_fragment(fragment, position)
+
+    def _tool_fragment(self, fragment: dict[str, Any], position: int) -> None:
+        index = fragment.get("index", position)
+        call = self.calls.setdefault(index if isinstance(index, int) else position, _PartialCall())
+        if isinstance(fragment.get("id"), str) and fragment["id"]:
+            call.id = fragment["id"]
+        function = fragment.get("function") or {}
+        name = function.get("name")
+        # OpenAI sends the name once; some servers repeat it whole in every fragment.
+        if isinstance(name, str) and name and name != call.name:
+            call.name += name
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            call.arguments += arguments
+        elif isinstance(arguments, dict):
+            call.arguments = json.dumps(arguments)
+
+    def tool_calls(self) -> list[Call]:
+        """The complete calls, in index order, each with an id (made up when none was sent)."""
+        return [
+            Call(partial.id or f"call_{index}", partial.name, partial.arguments)
+            for index, partial in sorted(self.calls.items())
+        ]
+
+    def message(self) -> dict[str, Any]:
+        """This reply as the assistant message of the conversation sent back next time."""
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        calls = self.tool_calls()
+        if calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}}
+                for c in calls
+            ]
+        return message
