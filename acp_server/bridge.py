@@ -56,6 +56,7 @@ class TurnServices(Protocol):
     async def run_command(
         self, command: str, tool_call_id: str | None, timeout: float | None
     ) -> CommandResult: ...
+    async def clarify(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str: ...
 
 
 @dataclass(slots=True)
@@ -220,6 +221,9 @@ class ThreadSink:
         self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
     ) -> CommandResult:
         return self._ask(lambda: self._services.run_command(command, tool_call_id, timeout))  # type: ignore[no-any-return]
+
+    def clarify(self, question: str, *, choices: Sequence[str] = (), tool_call_id: str | None = None) -> str:
+        return self._ask(lambda: self._services.clarify(question, tuple(choices), tool_call_id))  # type: ignore[no-any-return]
 
     # --- worker side: the turn itself ----------------------------------------------------
 

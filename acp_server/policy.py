@@ -73,11 +73,12 @@ def classify(name: str | None, declared: str | None = None) -> str:
     if declared in TOOL_KINDS and declared != "other":
         return declared
     key = (name or "").strip().lower().replace("-", "_")
-    if key in _NAMED_KINDS:
-        return _NAMED_KINDS[key]
-    for prefix, kind in _PREFIX_KINDS:
-        if key.startswith(prefix):
-            return kind
+    for word in (key, *key.split("_")):  # "web_fetch" is a fetch, "grep_search" a search
+        if word in _NAMED_KINDS:
+            return _NAMED_KINDS[word]
+        for prefix, kind in _PREFIX_KINDS:
+            if word.startswith(prefix):
+                return kind
     return "other"
 
 

@@ -146,6 +146,11 @@ class PermissionResult(WireModel):
     outcome: Annotated[SelectedOutcome | CancelledOutcome, Field(discriminator="outcome")]
 
 
+class ElicitationResult(WireModel):
+    action: str
+    content: dict[str, Any] | None = None
+
+
 class ReadTextFileResult(WireModel):
     content: str
 

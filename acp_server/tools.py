@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import signal
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -25,6 +26,7 @@ from acp_server.mapping import tool_call_fields
 from acp_server.policy import PermissionMemory, always_key, decide
 from acp_server.protocol import (
     CreateTerminalResult,
+    ElicitationResult,
     PermissionResult,
     ReadTextFileResult,
     TerminalExit,
@@ -36,6 +38,7 @@ from adapters.events import (
     PermissionDecided,
     RuntimeEvent,
     TerminalContent,
+    TextContent,
     ToolCallStarted,
     ToolCallUpdated,
 )
@@ -60,15 +63,18 @@ class ClientCapabilities:
     read_text_file: bool = False
     write_text_file: bool = False
     terminal: bool = False
+    elicitation_form: bool = False
 
     @classmethod
     def from_wire(cls, caps: dict[str, Any]) -> ClientCapabilities:
         # Tolerant like the reference implementation: a malformed flag means "not offered".
         fs = caps.get("fs") if isinstance(caps.get("fs"), dict) else {}
+        elicitation = caps.get("elicitation") if isinstance(caps.get("elicitation"), dict) else {}
         return cls(
             read_text_file=fs.get("readTextFile") is True,
             write_text_file=fs.get("writeTextFile") is True,
             terminal=caps.get("terminal") is True,
+            elicitation_form=isinstance(elicitation.get("form"), dict),
         )
 
 
@@ -173,6 +179,56 @@ class ClientTools:
                                       reason=None if allowed else "Permission denied by the user")
         return decision, "allowed" if allowed else "rejected", option
 
+    # --- questions -----------------------------------------------------------------------
+
+    async def clarify(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
+        """A form when the editor can show one, else the choices as permission options."""
+        if self._client.elicitation_form:
+            return await self._ask_form(question, choices, tool_call_id)
+        if choices:
+            return await self._ask_choices(question, choices, tool_call_id)
+        raise ToolRefused("Cannot ask the user: this editor shows neither forms (elicitation) nor choices "
+                          "for an open question")
+
+    async def _ask_form(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
+        answer: dict[str, Any] = {"type": "string", "title": "Answer"}
+        if choices:
+            answer["enum"] = list(choices)
+        params: dict[str, Any] = {
+            "message": question, "mode": "form",
+            "requestedSchema": {"type": "object", "properties": {"answer": answer}, "required": ["answer"]},
+        }
+        if tool_call_id is not None:
+            params["toolCallId"] = tool_call_id
+        result = await self._call(methods.ELICITATION_CREATE, params, timeout=self._permission_timeout)
+        reply = parse(ElicitationResult, result)
+        if reply.action != "accept" or not isinstance((reply.content or {}).get("answer"), str):
+            raise ToolRefused("The user declined to answer" if reply.action == "decline" else
+                              "The question was dismissed without an answer")
+        return str(reply.content["answer"])  # type: ignore[index]
+
+    async def _ask_choices(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
+        own_call = tool_call_id is None
+        if own_call:
+            tool_call_id = f"call_{uuid.uuid4().hex[:16]}"
+            await self._emit(ToolCallStarted(tool_call_id, question, "think"))
+        options = [{"optionId": f"choice_{n}", "name": choice, "kind": "allow_once"}
+                   for n, choice in enumerate(choices)]
+        options.append({"optionId": "skip", "name": "Skip", "kind": "reject_once"})
+        params = {"toolCall": {"toolCallId": tool_call_id, "title": question, "kind": "think"}, "options": options}
+        result = await self._call(methods.REQUEST_PERMISSION, params, timeout=self._permission_timeout)
+        outcome = parse(PermissionResult, result).outcome
+        picked = outcome.option_id if outcome.outcome == "selected" else None
+        index = int(picked.removeprefix("choice_")) if picked and picked.startswith("choice_") else None
+        if index is None or index >= len(choices):
+            if own_call:
+                await self._emit(ToolCallUpdated(tool_call_id, status="failed"))
+            raise ToolRefused("The user skipped the question")
+        if own_call:
+            await self._emit(ToolCallUpdated(tool_call_id, status="completed",
+                                             content=(TextContent(choices[index]),)))
+        return choices[index]
+
     # --- files ---------------------------------------------------------------------------
 
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str:
@@ -191,7 +247,13 @@ class ClientTools:
         start = max((line or 1) - 1, 0)
         return "".join(lines[start:start + limit] if limit is not None else lines[start:])
 
+    def _refuse_in_read_only(self, what: str) -> None:
+        # Whatever the agent asked or was told, read-only means no changes at all.
+        if self._mode() == "read-only":
+            raise ToolRefused(f"Refused: {what} is not allowed in read-only mode (change it with /mode)")
+
     async def write_text_file(self, path: str, content: str) -> str | None:
+        self._refuse_in_read_only("writing files")
         old: str | None
         try:
             old = await self.read_text_file(path, None, None)
@@ -207,6 +269,7 @@ class ClientTools:
     # --- commands ------------------------------------------------------------------------
 
     async def run_command(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult:
+        self._refuse_in_read_only("running commands")
         if self._client.terminal:
             return await self._run_in_client_terminal(command, tool_call_id, timeout)
         return await _run_local(command, cwd=self._cwd, timeout=timeout)
