@@ -49,9 +49,14 @@ def _id_key(request_id: Any) -> tuple[str, Any]:
 
 
 def _valid_id(request_id: Any) -> bool:
+    """ACP request ids are strings, int64 integers or null."""
     return request_id is None or isinstance(request_id, str) or (
-        isinstance(request_id, int) and not isinstance(request_id, bool)
+        isinstance(request_id, int) and not isinstance(request_id, bool) and -(2**63) <= request_id < 2**63
     )
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 class Peer:
@@ -163,7 +168,7 @@ class Peer:
         if not frame.strip():
             return
         try:
-            message = json.loads(frame.decode("utf-8"))
+            message = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant)
         except (ValueError, RecursionError):
             self._send_error(None, {"code": PARSE_ERROR, "message": "Parse error: not valid JSON"})
             return

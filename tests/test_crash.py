@@ -88,3 +88,60 @@ def test_two_servers_share_one_journal_at_the_same_time(tmp_path):
     count = sqlite3.connect(db).execute("SELECT count(*) FROM events WHERE type = 'text'").fetchone()[0]
     assert count >= 2  # deltas merge while the reader lags, so fewer rows than words
     assert os.path.getsize(db) > 0
+
+
+EFFECT_SCRIPT = {"scenarios": [
+    {"match": "effects", "steps": [
+        step for n in range(60) for step in (
+            {"tool": f"Append {n}", "kind": "execute", "run": f"echo {n} >> effects.log"},
+            {"say": f"after effect {n}. "}, {"sleep": 0.01})
+    ]},
+    {"match": "", "steps": [{"say": "ok"}]},
+]}
+KILLS = int(os.environ.get("ACP_CRASH_KILLS", "3"))
+
+
+def test_repeated_sigkills_never_lose_integrity_and_never_rerun_a_dispatched_tool(tmp_path):
+    import random
+
+    rng = random.Random(11)
+    script = tmp_path / "effects.json"
+    script.write_text(json.dumps(EFFECT_SCRIPT))
+    db = tmp_path / "journal.db"
+    effects = tmp_path / "effects.log"
+
+    def server() -> StdioServer:
+        return StdioServer("--agent", "scripted", "--script", str(script), "--db", str(db), cwd=str(tmp_path))
+
+    for _ in range(KILLS):
+        srv = server()
+        try:
+            sid = srv.start_session(str(tmp_path))
+            srv.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "effects"}]})
+            for _ in range(rng.randint(5, 80)):
+                srv.next_frame()
+        finally:
+            srv.kill()
+        assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        ran_before_restart = effects.read_text().splitlines() if effects.exists() else []
+        srv = server()
+        try:
+            srv.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            loaded = srv.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+            updates = []
+            while (frame := srv.next_frame()).get("id") != loaded:
+                updates.append(frame["params"]["update"])
+            ids = [u["toolCallId"] for u in updates if u["sessionUpdate"] == "tool_call"]
+            assert len(ids) == len(set(ids)), "a tool call was replayed twice"
+            dispatched = [u for u in updates if u.get("status") == "in_progress"]
+            assert len(ran_before_restart) <= len(dispatched) <= len(ran_before_restart) + 1
+            assert "interrupted" in [u for u in updates if u["sessionUpdate"] == "agent_message_chunk"][-1][
+                "content"]["text"]
+            srv.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hello"}]})
+        finally:
+            srv.close_stdin()
+            srv.wait()
+            srv.kill()
+        after = effects.read_text().splitlines() if effects.exists() else []
+        assert after == ran_before_restart, "a tool ran again after the restart"
+        effects.unlink(missing_ok=True)
