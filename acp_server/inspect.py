@@ -11,15 +11,14 @@ import argparse
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-import anyio
+from typing import TYPE_CHECKING, Any
 
 from acp_server.display import Display
 from acp_server.replay import iso, replay_updates
-from journal.records import EventRecord
-from journal.states import RunState
-from journal.store import Journal, default_path
+
+if TYPE_CHECKING:  # the journal is imported when a command runs, not when the CLI parses
+    from journal.records import EventRecord
+    from journal.store import Journal
 
 EXIT_NOT_FOUND = 1
 
@@ -49,6 +48,10 @@ def run_inspect_command(args: argparse.Namespace) -> int:
         "sessions": _sessions, "show": _show, "runs": _runs, "events": _events, "export": _export,
     }
 
+    import anyio
+
+    from journal.store import Journal, default_path
+
     async def main() -> int:
         journal = await Journal.open(args.db or default_path())
         try:
@@ -74,6 +77,8 @@ async def _sessions(journal: Journal, args: argparse.Namespace) -> int:
 
 
 async def _show(journal: Journal, args: argparse.Namespace) -> int:
+    from journal.states import RunState
+
     if await journal.get_session(args.session) is None:
         return _not_found("session", args.session)
     runs = {run.id: run for run in await journal.runs(args.session)}

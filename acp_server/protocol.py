@@ -17,7 +17,8 @@ from acp_server.errors import INVALID_PARAMS, RpcError
 
 
 class WireModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True,
+                              defer_build=True)  # built on first use: start-up stays fast
 
 
 # --- content blocks ------------------------------------------------------------------------
@@ -84,7 +85,8 @@ class AuthenticateParams(WireModel):
 
 
 class McpServer(WireModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True,
+                              defer_build=True)
     name: str
     type: Literal["stdio", "http", "sse"] = "stdio"
 
