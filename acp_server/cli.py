@@ -15,8 +15,12 @@ from collections.abc import Sequence
 ENV_PREFIX = "ACP_SERVER_"
 
 SERVER_OPTIONS: list[tuple[str, dict[str, object]]] = [
-    ("--agent", {"help": "agent to serve: echo or scripted (default: echo)", "default": "echo"}),
-    ("--script", {"help": "scenario file for the scripted agent (format in the README)"}),
+    ("--agent", {"help": "agent to serve: a built-in (openai, echo, scripted, python), an installed agent's name, "
+                         "or module:factory (default: openai)", "default": "openai"}),
+    ("--model", {"help": "model for the openai agent (default: from the environment, the config file, or the "
+                         "endpoint's first model)"}),
+    ("--script", {"help": "the scripted agent's scenario file (format in the README), or the python agent's "
+                          "module:function"}),
     ("--db", {"help": "SQLite journal of sessions and runs (default: journal.db in the user data directory)"}),
     ("--log-level", {"help": "DEBUG, INFO, WARNING or ERROR (default: WARNING); logs go to stderr",
                      "default": "WARNING"}),
@@ -58,6 +62,11 @@ def server_args(args: argparse.Namespace) -> list[str]:
     return argv
 
 
+def agent_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The server options an agent's factory may take (unset ones are left out by the registry)."""
+    return {"script": args.script, "model": args.model}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="acp-server",
@@ -78,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     answer.add_argument("--allow", action="store_true", help="allow every permission request (once)")
     answer.add_argument("--deny", action="store_true", help="reject every permission request (once)")
     prompt.add_argument("--json", action="store_true", help="print the raw session/update payloads as JSON lines")
+    doctor = commands.add_parser(
+        "doctor", help="check every registered agent and show the settings in effect",
+        description="Prints each registered agent's health (2 s per check) and the settings in effect "
+        "for the selected agent with where each came from; exits 1 only when the selected agent is unhealthy.",
+    )
+    add_server_options(doctor, defaults=False)
     from acp_server.inspect import add_commands
 
     add_commands(commands)
@@ -103,6 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from acp_server.client import run_prompt_command
 
         return run_prompt_command(args)
+    if args.command == "doctor":
+        from acp_server.doctor import run_doctor
+
+        return run_doctor(args, sys.argv[1:] if argv is None else argv)
     if args.command is not None:
         from acp_server.inspect import run_inspect_command
 
@@ -120,7 +139,7 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from adapters.registry import create_adapter
 
     try:
-        adapter = create_adapter(args.agent, script=args.script)
+        adapter = create_adapter(args.agent, **agent_settings(args))
     except (ValueError, OSError) as exc:
         parser.error(str(exc))
     if args.max_workers < 1:

@@ -9,6 +9,7 @@ refusals become `ToolRefused` with a message the user can read.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
 import signal
@@ -49,6 +50,7 @@ Outcome = Literal["allowed", "rejected", "cancelled", "timed_out"]
 
 CLIENT_TIMEOUT = 60.0
 OUTPUT_LIMIT = 1 << 20
+PR_SET_PDEATHSIG = 1
 
 PERMISSION_OPTIONS = [
     {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
@@ -331,7 +333,7 @@ def _write_local(real: str, content: str) -> None:
 async def _run_local(command: str, *, cwd: str, timeout: float | None) -> CommandResult:
     process = await asyncio.create_subprocess_shell(
         command, cwd=cwd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+        stderr=asyncio.subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent,
     )
     timed_out = False
     try:
@@ -350,6 +352,23 @@ async def _run_local(command: str, *, cwd: str, timeout: float | None) -> Comman
     code = process.returncode
     sig = signal.Signals(-code).name if code is not None and code < 0 else None
     return CommandResult(text, None if sig else code, sig, truncated)
+
+
+def _find_prctl() -> Any:
+    try:
+        return ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):
+        return None  # not Linux: a command may outlive a server that was killed
+
+
+_PRCTL = _find_prctl()
+
+
+def _die_with_parent() -> None:
+    """In the child between fork and exec, so as little as possible: a command must not
+    outlive a server that was killed, or a crash could look like a tool that ran twice."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _kill_group(pid: int) -> None:

@@ -6,7 +6,7 @@ to its sink.
 
 from __future__ import annotations
 
-from adapters.base import AdapterCapabilities, Sink, TurnInput
+from adapters.base import AdapterCapabilities, Health, Sink, TurnInput
 from adapters.events import StopReason
 
 
@@ -17,6 +17,9 @@ class EchoAdapter:
 
     def capabilities(self) -> AdapterCapabilities:
         return AdapterCapabilities()
+
+    def health(self) -> Health:
+        return Health(True, "nothing to check: it says the prompt back")
 
     def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
         text = turn.text

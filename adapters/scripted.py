@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from adapters.base import AdapterCapabilities, AgentError, Sink, ToolRefused, TurnInput
+from adapters.base import AdapterCapabilities, AgentError, Health, Sink, ToolRefused, TurnInput
 from adapters.echo import EchoAdapter
 from adapters.events import (
     DiffContent,
@@ -274,6 +274,13 @@ class ScriptedAdapter:
 
     def capabilities(self) -> AdapterCapabilities:
         return AdapterCapabilities(context_window=self._script.context_window)
+
+    def health(self) -> Health:
+        # The file was read and validated when the adapter was made; nothing can have broken since.
+        count = len(self._script.scenarios)
+        if count == 0:
+            return Health(True, "no scenarios (give --script FILE): it echoes every prompt")
+        return Health(True, f"{count} scenario{'s' * (count != 1)} loaded")
 
     def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
         scenario = self._script.find(turn.text)

@@ -50,9 +50,10 @@ class Answers:
     """How a `RecordingSink` answers asks. `permission` and `command` may be functions of the
     tool call / command line; a `clarify` of None declines the question (ToolRefused)."""
 
-    permission: PermissionDecision | Callable[[ToolCallStarted], PermissionDecision] = PermissionDecision(True)
+    permission: PermissionDecision | Callable[[ToolCallStarted], PermissionDecision] = field(
+        default_factory=lambda: PermissionDecision(True))
     files: Mapping[str, str] = field(default_factory=dict)
-    command: CommandResult | Callable[[str], CommandResult] = CommandResult("", 0)
+    command: CommandResult | Callable[[str], CommandResult] = field(default_factory=lambda: CommandResult("", 0))
     clarify: str | None = None
 
 
@@ -85,6 +86,7 @@ class RecordingSink:
         self._asks: list[Asked] = []
         self._late: list[str] = []
         self._tools: dict[str, ToolCallStarted] = {}
+        self._tool_count = 0
         self._files = dict(self.answers.files)
         self.activity = threading.Event()  # set by the turn's first sink call of any kind
         self.late_call = threading.Event()  # set by a call made after close()
@@ -175,7 +177,8 @@ class RecordingSink:
     def tool_call(self, title: str, *, kind: ToolKind = "other", name: str | None = None,
                   raw_input: Any = None, locations: Sequence[str] = ()) -> str:
         with self._lock:
-            tool_call_id = f"call_{len(self._tools) + 1}"
+            self._tool_count += 1
+            tool_call_id = f"call_{self._tool_count}"
         event = ToolCallStarted(tool_call_id, title, kind, name, raw_input, tuple(locations))
         self._report("tool_call", event)
         with self._lock:
@@ -321,7 +324,7 @@ class RunningTurn:
             return TurnFinished("cancelled")
         if self._error is not None:
             return TurnFinished("failed", f"{type(self._error).__name__}: {self._error}")
-        if self._returned not in STOP_REASONS or self._returned == "cancelled":
+        if not isinstance(self._returned, str) or self._returned not in STOP_REASONS - {"cancelled"}:
             return TurnFinished("failed", f"run_turn returned {self._returned!r}, which is not a stop reason")
         return TurnFinished(self._returned)
 

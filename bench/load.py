@@ -67,7 +67,7 @@ def memory_kib(pid: int) -> dict[str, int]:
 
 
 def measure(db: Path, session_id: str) -> tuple[float, int, int, int]:
-    server = subprocess.Popen([sys.executable, "-m", "acp_server", "--db", str(db)], stdin=subprocess.PIPE,
+    server = subprocess.Popen([sys.executable, "-m", "acp_server", "--agent", "echo", "--db", str(db)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert server.stdin and server.stdout
 

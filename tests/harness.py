@@ -19,10 +19,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+from schema_check import check_agent_frame
 
 from acp_server.agent import AcpAgent
 from acp_server.server import connect
-from schema_check import check_agent_frame
 
 ServerRequestHandler = Callable[[dict[str, Any]], Awaitable[Any]]
 

@@ -7,12 +7,12 @@ import json
 
 import anyio
 import pytest
+from harness import RemoteError, running
 
 from acp_server.agent import AcpAgent, AgentOptions
 from acp_server.errors import INVALID_PARAMS
 from adapters.base import AdapterCapabilities, ConfigChoice, ConfigOption, SlashCommand, ToolRefused
 from adapters.scripted import ScriptedAdapter
-from harness import RemoteError, running
 from journal.store import Journal
 
 RISKY = {"tool": "Deploy", "kind": "execute", "input": {"command": "make deploy"}, "ask": True, "result": "ok"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from harness import RemoteError, running
 
 from acp_server.agent import AcpAgent
 from acp_server.dispatch import Dispatcher
@@ -19,7 +20,6 @@ from acp_server.errors import (
 )
 from adapters.echo import EchoAdapter
 from adapters.scripted import ScriptedAdapter
-from harness import RemoteError, running
 
 
 def echo_agent() -> AcpAgent:

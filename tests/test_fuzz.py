@@ -11,9 +11,9 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from stdio_server import StdioServer
 
 from acp_server.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
-from stdio_server import StdioServer
 
 MAX_FRAME = 4096
 EXAMPLES = int(os.environ.get("ACP_FUZZ_EXAMPLES", "150"))

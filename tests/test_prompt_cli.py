@@ -73,7 +73,7 @@ EDIT_A = {"tool": "Edit a.txt", "kind": "edit", "ask": True,
 
 
 def test_the_echo_agent_prints_the_prompt_and_exits_zero(tmp_path: Path) -> None:
-    result = prompt(tmp_path, "hello there")
+    result = prompt(tmp_path, "--agent", "echo", "hello there")
 
     assert (result.returncode, result.stdout) == (0, "hello there\n")
 

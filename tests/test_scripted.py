@@ -22,7 +22,7 @@ from adapters.base import (
 )
 from adapters.echo import EchoAdapter
 from adapters.events import DiffContent, PlanEntry, TerminalContent, TextContent
-from adapters.registry import BUILTIN_AGENTS, create_adapter
+from adapters.registry import create_adapter
 from adapters.scripted import ScriptedAdapter, ScriptError
 
 CWD = "/work/project"
@@ -489,20 +489,6 @@ def test_a_top_level_that_is_not_an_object_is_rejected():
 
 
 # --- registry -----------------------------------------------------------------------------
-
-
-def test_the_registry_builds_each_builtin_agent(tmp_path: Path):
-    path = tmp_path / "s.json"
-    path.write_text('{"scenarios": [], "contextWindow": 10}')
-    assert BUILTIN_AGENTS == ("echo", "scripted")
-    assert isinstance(create_adapter("echo"), EchoAdapter)
-    scripted = create_adapter("scripted", script=str(path))
-    assert scripted.capabilities().context_window == 10
-
-
-def test_an_unknown_agent_name_lists_the_known_agents():
-    with pytest.raises(ValueError, match=r"^unknown agent 'claude'; known agents: echo, scripted$"):
-        create_adapter("claude")
 
 
 def test_a_script_for_the_echo_agent_is_rejected():

@@ -6,11 +6,11 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 
 import pytest
+from harness import RemoteError, running
 
 from acp_server.agent import AcpAgent
 from acp_server.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
 from adapters.scripted import ScriptedAdapter
-from harness import RemoteError, running
 from journal.store import Journal
 
 SCRIPT = {"scenarios": [

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from stdio_server import StdioServer
 
 from acp_server.errors import PARSE_ERROR
-from stdio_server import StdioServer
 
 SCRIPT = {"scenarios": [
     {"match": "stray", "steps": [{"say": "before "}, {"stdout": "STRAY PRINT\n"}, {"say": "after"}]},

@@ -6,10 +6,10 @@ import os
 
 import anyio
 import pytest
+from harness import running
 
 from acp_server.agent import AcpAgent
 from adapters.scripted import ScriptedAdapter
-from harness import running
 
 FS = {"fs": {"readTextFile": True, "writeTextFile": True}}
 

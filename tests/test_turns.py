@@ -7,12 +7,12 @@ import time
 
 import anyio
 import pytest
+from harness import RemoteError, running
 
 from acp_server.agent import AcpAgent, AgentOptions
 from acp_server.errors import INTERNAL_ERROR
 from adapters.base import AdapterCapabilities
 from adapters.scripted import ScriptedAdapter
-from harness import RemoteError, running
 
 
 def scripted(*scenarios: tuple[str, list[dict]], **options) -> AcpAgent:

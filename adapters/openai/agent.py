@@ -20,6 +20,7 @@ from adapters.base import AdapterCapabilities, AgentError, Health, Sink, TurnInp
 from adapters.events import StopReason
 from adapters.openai.client import Abort, Endpoint
 from adapters.openai.config import load_settings
+from adapters.openai.mcp_tools import McpTools, mcp_available
 from adapters.openai.models import ModelCatalog, config_options
 from adapters.openai.stream import Reply
 from adapters.openai.tools import BUILTIN_TOOLS, Tool, Workspace, execute
@@ -66,6 +67,7 @@ class OpenAIAdapter:
             context_window=self._window(model),
             config_options=config_options(model, listed),
             cancel_latency=1.0,
+            mcp_http=mcp_available(),
         )
 
     def health(self) -> Health:
@@ -114,7 +116,13 @@ class OpenAIAdapter:
         self._endpoint.close()
 
     def _loop(self, turn: TurnInput, sink: Sink, model: str, abort: Abort) -> StopReason:
-        tools: dict[str, Tool] = {tool.name: tool for tool in BUILTIN_TOOLS}
+        with McpTools(turn.mcp_servers, sink, turn.cwd) as mcp:
+            tools: dict[str, Tool] = {tool.name: tool for tool in (*BUILTIN_TOOLS, *mcp.tools)}
+            return self._requests(turn, sink, model, abort, tools)
+
+    def _requests(self, turn: TurnInput, sink: Sink, model: str, abort: Abort,
+                  tools: Mapping[str, Tool]) -> StopReason:
+        """Ask, run the tool calls, ask again: until the model stops or the limit is reached."""
         workspace = Workspace(sink, turn.cwd)
         messages = self._messages(turn)
         for _ in range(self.settings.max_turn_requests):

@@ -31,30 +31,38 @@ RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
 class Abort:
-    """The in-flight stream of one turn; `abort()` from any thread closes its socket."""
+    """The in-flight request of one turn; `abort()` from any thread shuts its socket.
+
+    The socket is learnt from httpcore's trace events as the connection opens (chat requests
+    never reuse a pooled connection), so a cancel also cuts a request still waiting for headers.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._response: httpx.Response | None = None
+        self._stream: Any = None
         self.aborted = False
 
-    def attach(self, response: httpx.Response | None) -> None:
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpx's `trace` extension: remember the newest network stream of the request."""
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            self.watch(info.get("return_value"))
+
+    def watch(self, stream: Any) -> None:
         with self._lock:
-            self._response = response
-            if response is not None and self.aborted:
-                _shut(response)
+            self._stream = stream
+            if stream is not None and self.aborted:
+                _shut(stream)
 
     def abort(self) -> None:
         with self._lock:
             self.aborted = True
-            if self._response is not None:
-                _shut(self._response)
+            if self._stream is not None:
+                _shut(self._stream)
 
 
-def _shut(response: httpx.Response) -> None:
+def _shut(stream: Any) -> None:
     # close() alone does not wake a thread blocked in recv(); shutdown() does, for TLS too.
-    stream = response.extensions.get("network_stream")
-    sock = stream.get_extra_info("socket") if stream is not None else None
+    sock = stream.get_extra_info("socket")
     if isinstance(sock, socket.socket):
         with suppress(OSError):
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
@@ -73,13 +81,15 @@ class Endpoint:
     def client(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                import httpx
+                httpx = _httpx()
 
                 timeout = httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT, pool=CONNECT_TIMEOUT)
                 headers = {"User-Agent": "acp-server"}
                 if self._api_key:
                     headers["Authorization"] = f"Bearer {self._api_key}"
-                self._client = httpx.Client(timeout=timeout, headers=headers)
+                # No keep-alive: every request opens its own connection, which `Abort` can see.
+                limits = httpx.Limits(max_keepalive_connections=0)
+                self._client = httpx.Client(timeout=timeout, headers=headers, limits=limits)
             return self._client
 
     def close(self) -> None:
@@ -92,7 +102,7 @@ class Endpoint:
 
     def list_models(self, timeout: float = LIST_TIMEOUT) -> list[dict[str, Any]]:
         """The entries of GET /models; an `AgentError` when the endpoint cannot answer."""
-        import httpx
+        httpx = _httpx()
 
         url = f"{self.base_url}/models"
         try:
@@ -125,26 +135,26 @@ class Endpoint:
 
     @contextmanager
     def _open(self, url: str, payload: dict[str, Any], sink: Sink, abort: Abort) -> Iterator[httpx.Response]:
-        import httpx
+        httpx = _httpx()
 
         if abort.aborted:
             raise TurnCancelled("the turn was cancelled")
-        request = self.client().build_request("POST", url, json=payload, headers={"Accept": "text/event-stream"})
+        request = self.client().build_request("POST", url, json=payload, headers={"Accept": "text/event-stream"},
+                                              extensions={"trace": abort.trace})
         try:
             response = self.client().send(request, stream=True)
         except httpx.HTTPError as exc:
             if abort.aborted or sink.cancelled:
                 raise TurnCancelled("the turn was cancelled") from None
             raise AgentError(self._unreachable(exc)) from None
-        abort.attach(response)
         try:
             yield response
         finally:
-            abort.attach(None)
+            abort.watch(None)
             response.close()
 
     def _chunks(self, response: httpx.Response, sink: Sink, abort: Abort) -> Iterator[dict[str, Any]]:
-        import httpx
+        httpx = _httpx()
 
         try:
             for data in sse_data(response.iter_lines()):
@@ -179,6 +189,15 @@ class Endpoint:
         if status == 429:
             return f"The model endpoint {self.base_url} is rate limiting requests (HTTP 429{tries}){said}"
         return f"The model endpoint {self.base_url} failed (HTTP {status}{tries}){said}"
+
+
+def _httpx() -> Any:
+    """The httpx module, or an `AgentError` saying how to install it."""
+    try:
+        import httpx
+    except ImportError:
+        raise AgentError("The openai agent needs httpx: pip install 'acp-server[openai]'") from None
+    return httpx
 
 
 def sse_data(lines: Iterable[str]) -> Iterator[str]:
@@ -253,7 +272,7 @@ def _message_of(data: dict[str, Any]) -> str:
 
 
 def _reason(exc: Exception) -> str:
-    import httpx
+    httpx = _httpx()
 
     text = str(exc) or type(exc).__name__
     if isinstance(exc, httpx.ConnectTimeout):

@@ -1,0 +1,200 @@
+"""Sections 3 to 5 of bench/compare.py: cold start (ours, the SDK agent, `python -c pass`),
+`session/load` of a long session, and memory per idle session after `session/resume`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from _common import (
+    BENCH,
+    PY,
+    BenchError,
+    LineClient,
+    alternate,
+    child,
+    deadline,
+    memory_kib,
+    now,
+    progress,
+    spawn,
+    stop,
+)
+
+COLD_SUBJECTS = ("ours", "sdk", "python")
+COLD_LABELS = {"ours": "acp-server", "sdk": "SDK agent", "python": "python -c pass"}
+INIT_LINE = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}\n'
+TIMEOUT = 60.0
+
+
+# --- cold start ------------------------------------------------------------------------------
+
+
+def cold_command(subject: str, tmp: Path) -> list[str]:
+    if subject == "ours":
+        return [PY, "-m", "acp_server", "--db", str(tmp / "cold.db")]
+    if subject == "sdk":
+        return [PY, str(BENCH / "sdk_agent.py")]
+    return [PY, "-c", "pass"]
+
+
+def cold_once(subject: str, tmp: Path) -> float:
+    """Seconds from fork+exec to the initialize response (to exit, for `python -c pass`)."""
+    command = cold_command(subject, tmp)
+    started = now()
+    proc = spawn(command)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        with deadline(proc, TIMEOUT, f"cold start of {COLD_LABELS[subject]}"):
+            if subject == "python":
+                proc.wait()
+                return now() - started
+            proc.stdin.write(INIT_LINE)
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+            elapsed = now() - started
+            if b'"result"' not in line:
+                raise BenchError(f"cold start of {COLD_LABELS[subject]}: no initialize result: {line[:200]!r}")
+            return elapsed
+    finally:
+        stop(proc)
+
+
+def cold_start(tmp: Path, runs: int, *, with_sdk: bool = True) -> dict[str, float]:
+    subjects = COLD_SUBJECTS if with_sdk else tuple(s for s in COLD_SUBJECTS if s != "sdk")
+    for subject in subjects:  # warm-up: page cache, .pyc files, the journal file created
+        cold_once(subject, tmp)
+    times: dict[str, list[float]] = {s: [] for s in subjects}
+    for _, subject in alternate(subjects, runs):
+        times[subject].append(cold_once(subject, tmp))
+    for subject, values in times.items():
+        progress(f"  cold start {COLD_LABELS[subject]:<15} runs (ms): "
+                 + " ".join(f"{v * 1000:.0f}" for v in values))
+    return {subject: statistics.median(values) for subject, values in times.items()}
+
+
+# --- session/load of a long session -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSummary:
+    runs: int
+    turns: int
+    chunks: int
+    db_mb: float
+    seconds: float
+    notifications: int
+    rss_before_mib: float
+    peak_growth_mib: float
+
+
+def load_once(db: Path, session_id: str, tmp: Path) -> tuple[float, int, int, int]:
+    label = "acp-server (session/load)"
+    with child([PY, "-m", "acp_server", "--db", str(db)], label, tmp) as proc:
+        client = LineClient(proc, label)
+        with deadline(proc, TIMEOUT, f"{label}: initialize"):
+            client.initialize()
+        before = memory_kib(proc.pid)
+        with deadline(proc, TIMEOUT, label):
+            started = now()
+            client.wait_for(client.send("session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}))
+            elapsed = now() - started
+        after = memory_kib(proc.pid)
+    return elapsed, client.notifications, before["VmRSS"], after["VmHWM"]
+
+
+def session_load(tmp: Path, runs: int, turns: int, chunks: int) -> LoadSummary:
+    from load import build  # bench/load.py's builder: prompt, tool call, text deltas per turn
+
+    db = tmp / "load.db"
+    started = now()
+    session_id = asyncio.run(build(db, turns, chunks))
+    progress(f"  built {turns} turns x {chunks} chunks in {now() - started:.2f} s "
+             f"({db.stat().st_size / 1e6:.1f} MB)")
+    results = []
+    for index in range(runs):
+        elapsed, notifications, rss, peak = load_once(db, session_id, tmp)
+        results.append((elapsed, notifications, rss, peak))
+        progress(f"  load run {index + 1}/{runs}: {elapsed * 1000:.1f} ms, {notifications} notifications, "
+                 f"RSS {rss / 1024:.1f} MiB -> peak {peak / 1024:.1f} MiB")
+    return LoadSummary(
+        runs=runs, turns=turns, chunks=chunks, db_mb=db.stat().st_size / 1e6,
+        seconds=statistics.median(r[0] for r in results),
+        notifications=round(statistics.median(r[1] for r in results)),
+        rss_before_mib=statistics.median(r[2] for r in results) / 1024,
+        peak_growth_mib=statistics.median((r[3] - r[2]) / 1024 for r in results),
+    )
+
+
+# --- memory per idle session after restore ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySummary:
+    runs: int
+    sessions: int
+    rss_before_mib: float
+    rss_after_mib: float
+    kib_per_session: float
+
+
+async def build_sessions(db: Path, count: int, cwd: str) -> list[str]:
+    """`count` journaled sessions, each with one finished turn (a prompt and a few deltas)."""
+    from adapters.events import Envelope, PromptReceived, TextDelta, TurnFinished
+    from journal.store import Journal, SessionRecord
+
+    ids = [f"sess_idle_{n:04d}" for n in range(count)]
+    async with await Journal.open(db) as journal:
+        for session_id in ids:
+            await journal.create_session(SessionRecord(id=session_id, cwd=cwd, title=f"idle {session_id}"))
+            run_id = f"run_{session_id}"
+            await journal.start_run(run_id=run_id, session_id=session_id)
+            events = [PromptReceived(({"type": "text", "text": "hello"},)),
+                      *(TextDelta(f"word{n} ") for n in range(5)), TurnFinished("end_turn")]
+            for seq, event in enumerate(events, 1):
+                await journal.append(Envelope(run_id, session_id, seq, event, time.time()))
+            await journal.finish_run(run_id, "end_turn", stop_reason="end_turn")
+    return ids
+
+
+def memory_once(db: Path, warm_id: str, ids: list[str], tmp: Path) -> tuple[int, int]:
+    label = "acp-server (session/resume)"
+    with child([PY, "-m", "acp_server", "--db", str(db)], label, tmp) as proc:
+        client = LineClient(proc, label)
+
+        def resume(session_ids: list[str]) -> None:
+            client.wait_for({client.send("session/resume", {"sessionId": sid, "cwd": str(tmp), "mcpServers": []})
+                             for sid in session_ids})
+
+        with deadline(proc, TIMEOUT, label):
+            client.initialize()
+            resume([warm_id])  # first-use costs (lazy imports, caches) are not per session
+            time.sleep(0.2)
+            before = memory_kib(proc.pid)["VmRSS"]
+            resume(ids)
+            time.sleep(0.2)
+            after = memory_kib(proc.pid)["VmRSS"]
+    return before, after
+
+
+def idle_memory(tmp: Path, runs: int, sessions: int) -> MemorySummary:
+    db = tmp / "idle.db"
+    all_ids = asyncio.run(build_sessions(db, sessions + 1, str(tmp)))
+    warm_id, ids = all_ids[0], all_ids[1:]
+    results = []
+    for index in range(runs):
+        before, after = memory_once(db, warm_id, ids, tmp)
+        results.append((before, after))
+        progress(f"  resume run {index + 1}/{runs}: RSS {before / 1024:.1f} MiB -> {after / 1024:.1f} MiB "
+                 f"({(after - before) / sessions:.1f} KiB/session)")
+    return MemorySummary(
+        runs=runs, sessions=sessions,
+        rss_before_mib=statistics.median(r[0] for r in results) / 1024,
+        rss_after_mib=statistics.median(r[1] for r in results) / 1024,
+        kib_per_session=statistics.median((r[1] - r[0]) / sessions for r in results),
+    )
+

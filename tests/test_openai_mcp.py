@@ -1,0 +1,141 @@
+"""MCP servers passed in `session/new` become tools of the openai agent, for real.
+
+A small MCP server (the official `mcp` package) is written to the test's directory and run
+over stdio by the agent, or over streamable HTTP on 127.0.0.1 by the test; the model, played
+by the fake endpoint, calls its tools through the same permission policy as built-in tools.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+from fake_openai import FakeOpenAI, reply
+from harness import running
+
+from acp_server.agent import AcpAgent
+from adapters.openai import OpenAIAdapter
+
+pytest.importorskip("httpx", reason="the openai extra is not installed")
+pytest.importorskip("mcp", reason="the mcp package is not installed")
+
+SERVER = '''
+import sys
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("notes")
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+@server.tool()
+def explode() -> str:
+    """Always fails."""
+    raise ValueError("broken on purpose")
+
+if sys.argv[1:2] == ["http"]:
+    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+else:
+    server.run()
+'''
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def script(tmp_path) -> str:
+    path = tmp_path / "notes_server.py"
+    path.write_text(SERVER)
+    return str(path)
+
+
+def make_agent(fake: FakeOpenAI, tmp_path) -> AcpAgent:
+    return AcpAgent(OpenAIAdapter(model="gpt-4o", base_url=fake.base_url, api_key="sk-test-0000000000",
+                                  env={"XDG_CONFIG_HOME": str(tmp_path / "config")}))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def tool_results(body: dict[str, Any]) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}
+
+
+async def new_session(editor, tmp_path, servers: list[dict[str, Any]]) -> str:
+    result = await editor.request("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
+    return result["sessionId"]
+
+
+async def test_a_stdio_mcp_servers_tools_are_offered_asked_for_and_called(fake, script, tmp_path):
+    fake.script(reply(tools=[("mcp__notes__add", {"a": 2, "b": 3}), ("mcp__notes__explode", {})]),
+                reply("2 + 3 = 5"))
+    async with running(make_agent(fake, tmp_path)) as editor:
+        await editor.initialize()
+        sid = await new_session(editor, tmp_path, [
+            {"name": "notes", "command": sys.executable, "args": [script], "env": []}])
+        assert await editor.prompt(sid, "add 2 and 3") == {"stopReason": "end_turn"}
+        asked = [r["params"]["toolCall"]["title"] for r in editor.server_requests
+                 if r["method"] == "session/request_permission"]
+        assert asked == ["notes: add", "notes: explode"]
+        statuses = [u.get("status") for u in editor.updates[sid] if u["sessionUpdate"] == "tool_call_update"]
+        assert statuses[-1] == "failed" and "completed" in statuses
+    offered = {t["function"]["name"]: t["function"] for t in fake.chats[0]["tools"]}
+    assert offered["mcp__notes__add"]["parameters"]["required"] == ["a", "b"]
+    assert offered["mcp__notes__add"]["description"] == "[MCP server notes] Add two numbers."
+    results = tool_results(fake.chats[1])
+    assert results["call_0_mcp__notes__add"] == "5"
+    assert results["call_1_mcp__notes__explode"].startswith("Error: ")
+
+
+async def test_an_mcp_server_that_cannot_start_is_shown_failed_and_the_turn_goes_on(fake, tmp_path):
+    fake.script(reply("no tools, still fine"))
+    async with running(make_agent(fake, tmp_path)) as editor:
+        await editor.initialize()
+        sid = await new_session(editor, tmp_path, [
+            {"name": "ghost", "command": str(tmp_path / "no-such-server"), "args": [], "env": []}])
+        assert await editor.prompt(sid, "hi") == {"stopReason": "end_turn"}
+        (started,) = [u for u in editor.updates[sid] if u["sessionUpdate"] == "tool_call"]
+        assert started["title"] == "Connect to MCP server ghost"
+        failed = [u for u in editor.updates[sid] if u.get("status") == "failed"]
+        assert failed[0]["content"][0]["content"]["text"].startswith("Not connected: ")
+        assert editor.text(sid) == "no tools, still fine"
+    assert not [t for t in fake.chats[0]["tools"] if t["function"]["name"].startswith("mcp__")]
+
+
+async def test_an_http_mcp_server_is_connected_when_the_agent_advertises_http(fake, script, tmp_path):
+    port = free_port()
+    process = await anyio.open_process([sys.executable, script, "http", str(port)],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with anyio.fail_after(20):
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    await anyio.sleep(0.05)  # bounded polling for the server's port
+        fake.script(reply(tools=[("mcp__web__add", {"a": 40, "b": 2})]), reply("42"))
+        async with running(make_agent(fake, tmp_path)) as editor:
+            init = await editor.initialize()
+            assert init["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": False}
+            sid = await new_session(editor, tmp_path, [
+                {"type": "http", "name": "web", "url": f"http://127.0.0.1:{port}/mcp", "headers": []}])
+            assert await editor.prompt(sid, "add") == {"stopReason": "end_turn"}
+        assert tool_results(fake.chats[1]) == {"call_0_mcp__web__add": "42"}
+    finally:
+        process.kill()
+        await process.wait()
