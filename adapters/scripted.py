@@ -122,6 +122,11 @@ class StdoutStep(_Model):
     stdout: str
 
 
+class AskUserStep(_Model):
+    ask_user: str
+    choices: list[str] = Field(default_factory=list)
+
+
 class StopStep(_Model):
     # "cancelled" is left out: only the server decides that a turn was cancelled.
     stop: Literal["end_turn", "max_tokens", "max_turn_requests", "refusal"]
@@ -137,6 +142,7 @@ _STEP_TYPES: dict[str, type[_Model]] = {
     "usage": UsageStep,
     "title": TitleStep,
     "stdout": StdoutStep,
+    "ask_user": AskUserStep,
     "stop": StopStep,
 }
 ACTIONS = tuple(_STEP_TYPES)  # the keys that say what a step does, in documentation order
@@ -160,6 +166,7 @@ Step = Annotated[
     | Annotated[UsageStep, Tag("usage")]
     | Annotated[TitleStep, Tag("title")]
     | Annotated[StdoutStep, Tag("stdout")]
+    | Annotated[AskUserStep, Tag("ask_user")]
     | Annotated[StopStep, Tag("stop")],
     Discriminator(
         _step_action,
@@ -320,6 +327,11 @@ class ScriptedAdapter:
                 # Deliberately bypasses the sink: proves the server keeps the wire clean.
                 sys.stdout.write(text)
                 sys.stdout.flush()
+            case AskUserStep(ask_user=question, choices=choices):
+                try:
+                    sink.text(f"{question} → {sink.clarify(question, choices=choices)}\n")
+                except ToolRefused as exc:
+                    sink.text(f"{question} → (no answer: {exc})\n")
             case StopStep(stop=reason):
                 return reason
         return None

@@ -316,3 +316,14 @@ async def test_permission_decisions_are_journaled(tmp_path):
     assert [(d["outcome"], d["by"], d["option"]) for d in decisions] == [
         ("rejected", "user", "reject_once"), ("allowed", "policy", None)]
     assert json.dumps(decisions)
+
+
+async def test_the_scripted_agent_asks_questions_for_client_testers(tmp_path):
+    agent = scripted({"ask_user": "Which colour?", "choices": ["red", "blue"]}, {"ask_user": "Your name?"})
+    async with running(agent) as editor:
+        editor.handlers["session/request_permission"] = answering("choice_0")
+        await editor.initialize()
+        sid = await editor.new_session(tmp_path)
+        await editor.prompt(sid, "go")
+        assert editor.text(sid) == ("Which colour? → red\nYour name? → (no answer: Cannot ask the user: this editor "
+                                    "shows neither forms (elicitation) nor choices for an open question)\n")

@@ -438,7 +438,7 @@ def test_a_step_without_an_action_key_lists_the_actions():
     message = script_error({"scenarios": [{"match": "a", "steps": [{"sya": "hi"}]}]})
     assert message == (
         "demo.json: scenarios[0].steps[0]: no action key (keys: 'sya'); a step needs one of "
-        "say, think, plan, tool, sleep, error, usage, title, stdout, stop"
+        "say, think, plan, tool, sleep, error, usage, title, stdout, ask_user, stop"
     )
 
 
