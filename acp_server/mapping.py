@@ -113,6 +113,25 @@ def to_update(event: RuntimeEvent) -> dict[str, Any] | None:
     raise TypeError(f"unmapped runtime event {type(event).__name__}")
 
 
+class OpenToolCalls:
+    """Tool calls of a run that have not reached `completed` or `failed`. When a run ends
+    (cancelled, failed, cut off) they are closed as failed, so no editor shows a spinner forever."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, None] = {}
+
+    def add(self, event: RuntimeEvent) -> None:
+        if isinstance(event, ToolCallStarted):
+            self._open[event.tool_call_id] = None
+        elif isinstance(event, ToolCallUpdated) and event.status in ("completed", "failed"):
+            self._open.pop(event.tool_call_id, None)
+
+    def close_all(self) -> list[ToolCallUpdated]:
+        closing = [ToolCallUpdated(tool_call_id, status="failed") for tool_call_id in self._open]
+        self._open.clear()
+        return closing
+
+
 def user_message_chunks(event: PromptReceived) -> list[dict[str, Any]]:
     """A replayed prompt, block by block, as `user_message_chunk` updates."""
     return [{"sessionUpdate": "user_message_chunk", "content": block} for block in event.blocks]

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from acp_server.mapping import to_update, user_message_chunks
+from acp_server.mapping import OpenToolCalls, to_update, user_message_chunks
 from adapters.events import PromptReceived, RuntimeEvent, TextDelta, ThoughtDelta, TurnFinished
 
 REPLAY_CHUNK_CHARS = 64 * 1024
@@ -75,17 +75,21 @@ async def replay_updates(
     """`interrupted(run_id)` is False for a run that ended normally; otherwise the time it was
     found cut off (or True when unknown)."""
     merger = _TextMerger()
+    open_tools = OpenToolCalls()
     run_id: str | None = None
 
     def end_of_run(finished_run: str | None) -> list[dict[str, Any]]:
         updates = merger.flush()
+        closing = open_tools.close_all()
         cut_off = False if finished_run is None else interrupted(finished_run)
         if finished_run is not None and cut_off is not False:
+            updates += [to_update(event) for event in closing]  # type: ignore[misc]
             updates += interrupted_notice(finished_run, None if cut_off is True else cut_off)
         return updates
 
     async for record in records:
         event = record.event
+        open_tools.add(event)
         if record.run_id != run_id:
             for update in end_of_run(run_id):
                 yield update

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import anyio
 
 from acp_server.bridge import Ask, Finished, ThreadSink, TurnServices, answer
+from acp_server.mapping import OpenToolCalls
 from adapters.base import AgentError, RuntimeAdapter, TurnCancelled, TurnInput
 from adapters.events import (
     STOP_REASONS,
@@ -172,6 +173,12 @@ async def run_turn(
 ) -> TurnOutcome:
     sink = ThreadSink(services)
     asks = AskScopes()
+    open_tools = OpenToolCalls()
+
+    async def tracked(envelope: Envelope) -> None:
+        open_tools.add(envelope.event)
+        await publish(envelope)
+
     await publish(numbering.envelope(PromptReceived(turn.prompt)))
     outcome: TurnOutcome | None = None
 
@@ -190,7 +197,7 @@ async def run_turn(
                     pump_scope.deadline = min(pump_scope.deadline, anyio.current_time() + grace)
 
                 ticket.on_cancel(cancel)
-                outcome = await _pump(sink, publish, numbering, tg, asks)
+                outcome = await _pump(sink, tracked, numbering, tg, asks)
             if outcome is None:
                 log.warning("turn of session %s ignored cancellation for %.1f s; abandoned",
                             turn.session_id, grace)
@@ -201,6 +208,8 @@ async def run_turn(
             stop()
         final = outcome or TurnOutcome("cancelled")
         with anyio.CancelScope(shield=True):
+            for closing in open_tools.close_all():
+                await publish(numbering.envelope(closing))
             await publish(numbering.envelope(TurnFinished(final.stop_reason, final.error)))
     return TurnOutcome("cancelled") if ticket.cancelled else outcome
 

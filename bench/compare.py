@@ -114,6 +114,9 @@ def report_stream(cfg: Config, s: dict[str, StreamSummary]) -> None:
         ["server CPU s", *(fmt(s[k].cpu, ".2f") for k in subjects)],
         ["CPU s per 1,000 deltas", *(fmt(s[k].cpu_per_1000, ".4f") for k in subjects)],
     ])
+    print("  (CPU from /proc utime+stime in 1/100 s ticks; acp-server merges consecutive deltas while its "
+          "writer is busy, so its client parses fewer, larger frames; the SDK agent and the floor send one "
+          "frame per delta)")
     ours = s["ours"]
     for other in ("sdk", "floor"):
         if other in s:

@@ -244,7 +244,10 @@ class FakeEditor:
             except FileNotFoundError:
                 reply = {"jsonrpc": "2.0", "id": request["id"],
                          "error": {"code": -32002, "message": "Resource not found"}}
-        await self.send(reply)
+        try:
+            await self.send(reply)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the editor closed its side while this answer was still being worked out
 
 
 class _EditorWriter:

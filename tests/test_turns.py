@@ -273,3 +273,23 @@ async def test_a_session_runs_one_turn_at_a_time_in_arrival_order(tmp_path):
             assert (await task)["result"] == {"stopReason": "end_turn"}
         assert adapter.most == 1
         assert editor.text(sid) == "01234"
+
+
+async def test_a_tool_call_left_open_by_a_cancel_ends_failed_before_the_response(tmp_path):
+    agent = scripted(("tool", [{"tool": "Risky", "kind": "execute", "ask": True, "result": "ran"}]))
+    async with running(agent) as editor:
+        never = anyio.Event()
+
+        async def no_answer(params):
+            await never.wait()
+
+        editor.handlers["session/request_permission"] = no_answer
+        await editor.initialize()
+        sid = await editor.new_session(tmp_path)
+        task = await editor.start_prompt(sid, "tool")
+        await editor.wait_for(lambda: editor.server_requests)
+        await editor.notify("session/cancel", {"sessionId": sid})
+        assert (await task)["result"] == {"stopReason": "cancelled"}
+        tool_id = editor.updates[sid][-2]["toolCallId"]
+        assert editor.updates[sid][-1] == {"sessionUpdate": "tool_call_update", "toolCallId": tool_id,
+                                           "status": "failed"}

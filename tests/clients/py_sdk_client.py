@@ -9,7 +9,8 @@ WARNING and above, Python warnings, Pydantic validation failures of the SDK's ow
 models would silently drop, notifications that never reached the handler) lands in `problems`; the
 process exits 0 whenever it could print a summary, and the test decides.
 
-This file imports only the SDK and the standard library, so it also runs from a separate venv.
+This file imports only the SDK (with its Pydantic) and the standard library, so it also runs from a venv
+of its own.
 """
 
 from __future__ import annotations

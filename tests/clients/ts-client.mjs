@@ -21,9 +21,10 @@
 // The server command can also come from the environment: ACP_SERVER_COMMAND='["python", "-m", "acp_server", ...]'.
 //
 // It prints one JSON summary on stdout. Everything the SDK or this client finds wrong with what the
-// server sent (SDK console errors, zod validation failures, values the SDK's schemas would silently
-// replace or drop, error responses the SDK sent back to the server) lands in `problems`; the
-// process exits 0 whenever it could print a summary, and the test decides.
+// server sent (SDK console errors and warnings, zod validation failures of the SDK's own schemas, also
+// applied to responses, values those schemas would silently replace, skip or drop, frames the SDK
+// rejected) lands in `problems`; error responses sent to the server are listed per process in
+// `outgoingErrors`. The process exits 0 whenever it could print a summary, and the test decides.
 
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -423,4 +424,4 @@ try {
 } catch (error) {
   problem("client-failure", String(error?.stack ?? error));
 }
-process.stdout.write(JSON.stringify(summary) + "\n");
+process.stdout.write(JSON.stringify(summary) + "\n", () => process.exit(0));
