@@ -95,7 +95,11 @@ class Peer:
                 self._tasks = requests
                 with self._reading:
                     async for frame in frames:
-                        await self._receive(frame, requests)
+                        try:
+                            await self._receive(frame, requests)
+                        except Exception:
+                            # A bug here must cost one message, never the connection.
+                            log.exception("could not handle an incoming message; it was dropped")
                 self._closed = True
                 self._fail_pending()
                 if self.on_close is not None:
@@ -205,7 +209,7 @@ class Peer:
     async def _receive_notification(self, message: dict[str, Any], tg: anyio.abc.TaskGroup) -> None:
         if message["method"] == CANCEL_REQUEST:
             params = message["params"]
-            if isinstance(params, dict) and _valid_id(params.get("requestId")):
+            if isinstance(params, dict) and "requestId" in params and _valid_id(params["requestId"]):
                 scope = self._inflight.get(_id_key(params["requestId"]))
                 if scope is not None:
                     scope.cancel()

@@ -364,11 +364,13 @@ def _find_prctl() -> Any:
 _PRCTL = _find_prctl()
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int = os.getpid()) -> None:
     """In the child between fork and exec, so as little as possible: a command must not
     outlive a server that was killed, or a crash could look like a tool that ran twice."""
     if _PRCTL is not None:
         _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the server died before the line above took effect
+            os._exit(137)
 
 
 def _kill_group(pid: int) -> None:

@@ -36,7 +36,7 @@ TIMEOUT = 60.0
 
 def cold_command(subject: str, tmp: Path) -> list[str]:
     if subject == "ours":
-        return [PY, "-m", "acp_server", "--db", str(tmp / "cold.db")]
+        return [PY, "-m", "acp_server", "--agent", "echo", "--db", str(tmp / "cold.db")]
     if subject == "sdk":
         return [PY, str(BENCH / "sdk_agent.py")]
     return [PY, "-c", "pass"]
@@ -94,7 +94,7 @@ class LoadSummary:
 
 def load_once(db: Path, session_id: str, tmp: Path) -> tuple[float, int, int, int]:
     label = "acp-server (session/load)"
-    with child([PY, "-m", "acp_server", "--db", str(db)], label, tmp) as proc:
+    with child([PY, "-m", "acp_server", "--agent", "echo", "--db", str(db)], label, tmp) as proc:
         client = LineClient(proc, label)
         with deadline(proc, TIMEOUT, f"{label}: initialize"):
             client.initialize()
@@ -163,7 +163,7 @@ async def build_sessions(db: Path, count: int, cwd: str) -> list[str]:
 
 def memory_once(db: Path, warm_id: str, ids: list[str], tmp: Path) -> tuple[int, int]:
     label = "acp-server (session/resume)"
-    with child([PY, "-m", "acp_server", "--db", str(db)], label, tmp) as proc:
+    with child([PY, "-m", "acp_server", "--agent", "echo", "--db", str(db)], label, tmp) as proc:
         client = LineClient(proc, label)
 
         def resume(session_ids: list[str]) -> None:

@@ -10,8 +10,10 @@ floor, in one process tree, printing a table of figures, ratios and PASS/MISS ag
 
 Runs of different subjects alternate (A, B, C, A, B, C, ...); figures are medians. A
 benchmark, not a test: the exit status is 1 only when a measurement could not be made.
-Needs the SDK: `.venv/bin/pip install -r bench/requirements.txt` (without it the SDK column
-is skipped).
+Needs the SDK, which the `test` extra installs (`.venv/bin/pip install -e '.[test]'`, or just
+`.venv/bin/pip install -r bench/requirements.txt`); without it the SDK column is skipped. Our
+server runs the `echo` agent (cold start, load, resume), the `scripted` agent (streaming) and
+bench/latency_agent.py (latency).
 
     .venv/bin/python bench/compare.py [--runs K] [--quick] [--only SECTION ...]
 """

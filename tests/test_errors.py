@@ -195,3 +195,11 @@ async def test_a_second_request_reusing_an_in_flight_id_is_refused(tmp_path):
         answer = await editor.exchange(cancel.encode(), answer_id=in_flight)
         assert answer["result"] == {"stopReason": "cancelled"}
         task.cancel()
+
+
+@pytest.mark.parametrize("params", [{}, {"requestId": [1]}, {"requestId": None}, [], "x"])
+async def test_a_malformed_cancel_request_is_ignored_and_serving_goes_on(params):
+    async with running(echo_agent()) as editor:
+        await editor.initialize()
+        await editor.notify("$/cancel_request", params)
+        assert await editor.request("authenticate", {"methodId": "x"}) == {}

@@ -80,26 +80,51 @@ def server(tmp_path_factory):
     srv.kill()
 
 
+def answered_id(message) -> tuple[bool, object]:
+    """Whether the server must answer this message with its own id (every request, valid or not,
+    whose id could be read), and that id."""
+    if not isinstance(message, dict) or "id" not in message:
+        return False, None
+    key = message["id"]
+    if not (key is None or isinstance(key, str) or (type(key) is int and -(2**63) <= key < 2**63)):
+        return False, None
+    is_response = "method" not in message and ("result" in message or "error" in message)
+    return not is_response, key
+
+
 def exchange(server: StdioServer, frame: bytes) -> list[dict]:
-    """Send `frame`, then a ping; return every frame written before the ping's answer."""
+    """Send `frame`, wait for its own answer when it is a request, then a ping; return every frame
+    written before the ping's answer."""
     try:
-        message = json.loads(frame)
-    except (ValueError, RecursionError):
+        message = json.loads(frame, parse_constant=lambda name: 1 / 0)
+    except (ValueError, RecursionError, ZeroDivisionError):
         message = None
-    if isinstance(message, dict) and isinstance(message.get("method"), str):
-        key = message.get("id")
-        if isinstance(key, str | int) and not isinstance(key, bool):
-            server.methods[key] = message["method"]
+    expects, key = answered_id(message)
+    if expects and isinstance(message.get("method"), str):
+        server.methods[key] = message["method"]
     server.send_raw(frame + b"\n")
+    seen = []
+    if expects and len(frame) <= MAX_FRAME:
+        seen += read_until(server, frame, lambda answer: "method" not in answer and answer.get("id") == key)
     ping = f"ping-{uuid.uuid4().hex}"
     server.methods[ping] = "authenticate"
     server.send({"jsonrpc": "2.0", "id": ping, "method": "authenticate", "params": {"methodId": "x"}})
+    seen += read_until(server, frame, lambda answer: answer.get("id") == ping)
+    assert seen[-1] == {"jsonrpc": "2.0", "id": ping, "result": {}}
+    return seen[:-1]
+
+
+def read_until(server: StdioServer, frame: bytes, done) -> list[dict]:
     seen = []
-    while (answer := server.next_frame(timeout=20)) is not None and answer.get("id") != ping:
+    while True:
+        answer = server.next_frame(timeout=20)
+        if answer is None:
+            server.wait(timeout=10)
+            raise AssertionError(f"the server closed its output after {frame[:300]!r}; its stderr ends with:\n"
+                                 f"{server.stderr.decode(errors='replace')[-3000:]}")
         seen.append(answer)
-    assert answer is not None, "the server closed its output"
-    assert answer == {"jsonrpc": "2.0", "id": ping, "result": {}}
-    return seen
+        if done(answer):
+            return seen
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -111,6 +136,9 @@ def test_hostile_frames_get_precise_errors_and_never_break_the_server(server, fr
     codes = expected_null_id_errors(frame)
     if codes is not None:
         assert len(answers) == 1 and answers[0]["id"] is None and answers[0]["error"]["code"] in codes, answers
+    expects, key = answered_id(json.loads(frame) if codes is None and frame.strip() else None)
+    if expects:
+        assert [a.get("id") for a in answers] == [key], answers
 
 
 def test_after_the_campaign_a_normal_prompt_still_works(server, tmp_path):
