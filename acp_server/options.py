@@ -75,4 +75,5 @@ def check_value(caps: AdapterCapabilities, config_id: str, value: Any) -> str:
 
 
 def _invalid(field: str, problem: str) -> RpcError:
-    return RpcError(INVALID_PARAMS, f"Invalid params: {field} {problem}", {"errors": [{"field": field, "problem": problem}]})
+    errors = [{"field": field, "problem": problem}]
+    return RpcError(INVALID_PARAMS, f"Invalid params: {field} {problem}", {"errors": errors})

@@ -9,6 +9,7 @@ refusals become `ToolRefused` with a message the user can read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import logging
 import os
@@ -164,10 +165,12 @@ class ClientTools:
             reason = f"No answer to the permission request within {self._permission_timeout:g} s, so it was denied"
             return PermissionDecision(False, reason=reason), "timed_out", None
         except RpcError as exc:
-            return PermissionDecision(False, reason=f"Denied: the editor refused to ask ({exc.message})"), "rejected", None
+            reason = f"Denied: the editor refused to ask ({exc.message})"
+            return PermissionDecision(False, reason=reason), "rejected", None
         answer = parse(PermissionResult, result).outcome
         if answer.outcome == "cancelled":
-            return PermissionDecision(False, cancelled=True, reason="The permission request was cancelled"), "cancelled", None
+            cancelled = PermissionDecision(False, cancelled=True, reason="The permission request was cancelled")
+            return cancelled, "cancelled", None
         option = answer.option_id
         if option not in {o["optionId"] for o in PERMISSION_OPTIONS}:
             log.warning("unknown permission option %r; treating it as a rejection", option)
@@ -374,7 +377,5 @@ def _die_with_parent(parent: int = os.getpid()) -> None:
 
 
 def _kill_group(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

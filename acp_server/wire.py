@@ -8,6 +8,7 @@ the wire. Readers yield whole lines as bytes, or `Oversized` for a line over the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import stat
 import sys
@@ -138,10 +139,8 @@ class PipeWriter:
         await self._writer.drain()
 
     async def aclose(self) -> None:
-        try:
+        with contextlib.suppress(ConnectionError, BrokenPipeError):
             await self._writer.drain()
-        except (ConnectionError, BrokenPipeError):
-            pass
         self._transport.close()
 
 

@@ -67,7 +67,8 @@ def memory_kib(pid: int) -> dict[str, int]:
 
 
 def measure(db: Path, session_id: str) -> tuple[float, int, int, int]:
-    server = subprocess.Popen([sys.executable, "-m", "acp_server", "--agent", "echo", "--db", str(db)], stdin=subprocess.PIPE,
+    command = [sys.executable, "-m", "acp_server", "--agent", "echo", "--db", str(db)]
+    server = subprocess.Popen(command, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert server.stdin and server.stdout
 
