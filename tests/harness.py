@@ -149,6 +149,13 @@ class FakeEditor:
 
     # --- default answers to the server's requests ------------------------------------------
 
+    def never_answer(self, method: str) -> None:
+        """Leave every `method` request from the server unanswered, like a headless client."""
+        async def silent(params: dict[str, Any]) -> Any:
+            await anyio.Event().wait()
+
+        self.handlers[method] = silent
+
     async def allow_once(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
 

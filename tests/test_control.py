@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import anyio
 import pytest
 from harness import RemoteError, running
 
@@ -82,12 +81,7 @@ async def test_always_answers_are_listed_and_revoked_with_the_permissions_comman
 
 async def test_a_permission_without_an_answer_in_time_is_denied_withdrawn_and_the_turn_goes_on(tmp_path):
     async with running(scripted(RISKY, {"say": "carried on"}, permission_timeout=0.2)) as editor:
-        never = anyio.Event()
-
-        async def silent(params):
-            await never.wait()
-
-        editor.handlers["session/request_permission"] = silent
+        editor.never_answer("session/request_permission")
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
         assert await editor.prompt(sid, "deploy") == {"stopReason": "end_turn"}
@@ -287,12 +281,7 @@ async def test_without_forms_a_question_with_choices_becomes_a_permission_reques
 
 async def test_cancel_withdraws_a_pending_question(tmp_path):
     async with running(AcpAgent(ProbeAdapter())) as editor:
-        never = anyio.Event()
-
-        async def silent(params):
-            await never.wait()
-
-        editor.handlers["elicitation/create"] = silent
+        editor.never_answer("elicitation/create")
         await editor.initialize({"elicitation": {"form": {}}})
         sid = await editor.new_session(tmp_path)
         task = await editor.start_prompt(sid, "ask red blue")

@@ -156,12 +156,7 @@ async def test_allow_always_is_remembered_for_that_tool_in_the_session(tmp_path)
 async def test_cancel_while_a_permission_is_pending_withdraws_the_request(tmp_path):
     agent = scripted(("tool", [{"tool": "Risky", "kind": "execute", "ask": True, "result": "ran"}]))
     async with running(agent) as editor:
-        never = anyio.Event()
-
-        async def no_answer(params):
-            await never.wait()
-
-        editor.handlers["session/request_permission"] = no_answer
+        editor.never_answer("session/request_permission")
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
         task = await editor.start_prompt(sid, "tool")
@@ -278,12 +273,7 @@ async def test_a_session_runs_one_turn_at_a_time_in_arrival_order(tmp_path):
 async def test_a_tool_call_left_open_by_a_cancel_ends_failed_before_the_response(tmp_path):
     agent = scripted(("tool", [{"tool": "Risky", "kind": "execute", "ask": True, "result": "ran"}]))
     async with running(agent) as editor:
-        never = anyio.Event()
-
-        async def no_answer(params):
-            await never.wait()
-
-        editor.handlers["session/request_permission"] = no_answer
+        editor.never_answer("session/request_permission")
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
         task = await editor.start_prompt(sid, "tool")
