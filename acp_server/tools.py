@@ -44,6 +44,7 @@ from adapters.events import (
     ToolCallStarted,
     ToolCallUpdated,
 )
+from adapters.paths import confine
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +80,6 @@ class ClientCapabilities:
             terminal=caps.get("terminal") is True,
             elicitation_form=isinstance(elicitation.get("form"), dict),
         )
-
-
-def confine(path: str, *, cwd: str, roots: tuple[str, ...]) -> str:
-    """The real absolute path of `path` (relative to cwd), or ToolRefused when it escapes."""
-    real = os.path.realpath(os.path.join(cwd, path))
-    for root in roots:
-        real_root = os.path.realpath(root)
-        if real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep):
-            return real
-    raise ToolRefused(f"Refused: {path} is outside the session's workspace ({cwd})")
 
 
 class ClientTools:

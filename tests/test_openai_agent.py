@@ -274,7 +274,7 @@ async def test_search_respects_gitignore_and_listing_refuses_paths_outside_the_w
         assert not [r for r in editor.server_requests if r["method"] == "session/request_permission"]
     results = tool_results(fake.chats[1])
     assert results["call_0_search_text"] == "src/main.py:2: needle = 2"
-    assert results["call_1_list_directory"].startswith("Error: Refused: .. is outside the workspace")
+    assert results["call_1_list_directory"].startswith("Error: Refused: .. is outside the session's workspace")
     assert results["call_2_list_directory"] == "build/\nsrc/\n.gitignore\ndebug.log"
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from adapters.base import ToolRefused
+from adapters.paths import confine
 
 MAX_ENTRIES = 1000
 MAX_MATCHES = 200
@@ -24,18 +25,9 @@ MAX_LINE_CHARS = 240
 Matcher = Callable[[str], bool]
 
 
-def confine(cwd: str, path: str) -> str:
-    """The real path of `path` (relative to cwd); ToolRefused when it leaves cwd."""
-    root = os.path.realpath(cwd)
-    real = os.path.realpath(os.path.join(root, path))
-    if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
-        raise ToolRefused(f"Refused: {path} is outside the workspace ({cwd})")
-    return real
-
-
 def list_directory(cwd: str, path: str = ".") -> str:
     """One entry per line, directories first and marked with a trailing slash."""
-    real = confine(cwd, path)
+    real = confine(path, cwd=cwd)
     try:
         with os.scandir(real) as it:
             entries = [(not e.is_dir(), e.name + ("/" if e.is_dir() else "")) for e in it]
@@ -63,7 +55,7 @@ def search_text(
     cwd: str, pattern: str, path: str = ".", *, check: Callable[[], None] = lambda: None,
 ) -> SearchResult:
     """Lines matching the regular expression (or literal text when it is not one)."""
-    start = confine(cwd, path)
+    start = confine(path, cwd=cwd)
     root = os.path.realpath(cwd)
     note = ""
     try:
