@@ -9,6 +9,7 @@ and maps it to a `session/update`.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -210,10 +211,7 @@ class AcpAgent:
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """Replay the whole conversation, then answer: the client sees history before `{}`."""
-        request = parse(LoadSessionParams, params)
-        self._check_mcp_transports(request.mcp_servers)
-        session = await self.sessions.get(
-            request.session_id, mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers))
+        session = await self._reattach(parse(LoadSessionParams, params))
         assert self.journal is not None and self.peer is not None
         runs = {run.id: run for run in await self.journal.runs(session.id)}
 
@@ -230,11 +228,20 @@ class AcpAgent:
         return self._session_state(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = parse(LoadSessionParams, params)
+        session = await self._reattach(parse(LoadSessionParams, params))
+        return self._session_state(session)
+
+    async def _reattach(self, request: LoadSessionParams) -> Session:
+        """The stored session for load and resume, with the client's MCP servers; its cwd must
+        be the one the session was created with (the same directory, however it is spelled)."""
         self._check_mcp_transports(request.mcp_servers)
         session = await self.sessions.get(
             request.session_id, mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers))
-        return self._session_state(session)
+        if os.path.realpath(request.cwd) != os.path.realpath(session.cwd):
+            problem = "is not the session's working directory"
+            raise RpcError(INVALID_PARAMS, f"Invalid params: cwd {problem} ({session.cwd})",
+                           {"errors": [{"field": "cwd", "problem": problem}]})
+        return session
 
     async def handle_session_list(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(ListSessionsParams, params)

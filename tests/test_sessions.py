@@ -221,3 +221,17 @@ async def test_the_agent_gets_the_conversation_so_far_live_and_after_a_restart(t
         await journal.close()
     expected = [Message("user", "one"), Message("agent", "reply to one")]
     assert adapter.histories == [[], expected, expected + [Message("user", "two"), Message("agent", "reply to two")]]
+
+
+async def test_load_and_resume_need_the_sessions_own_working_directory(tmp_path):
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (tmp_path / "link").symlink_to(tmp_path)
+    async with server(tmp_path / "journal.db") as editor:
+        sid = await editor.new_session(tmp_path)
+        for method in ("session/load", "session/resume"):
+            with pytest.raises(RemoteError) as caught:
+                await editor.request(method, {"sessionId": sid, "cwd": str(other), "mcpServers": []})
+            assert caught.value.code == INVALID_PARAMS
+            assert caught.value.data == {"errors": [{"field": "cwd", "problem": "is not the session's working directory"}]}
+        assert "modes" in await editor.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path / "link")})
