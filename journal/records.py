@@ -71,11 +71,23 @@ class EventRecord:
     payload: dict[str, Any]
 
 
+def storable(text: str | None) -> str | None:
+    """`text` as SQLite can store it: lone surrogates (valid in JSON strings, not in UTF-8)
+    become U+FFFD instead of failing the whole write."""
+    if text is None or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 def session_params(rec: SessionRecord) -> tuple[Any, ...]:
     return (
         rec.id,
-        rec.cwd,
-        rec.title,
+        storable(rec.cwd),
+        storable(rec.title),
         rec.adapter,
         rec.mode,
         json.dumps(rec.config),

@@ -37,6 +37,7 @@ from journal.records import (
     run_from_row,
     session_from_row,
     session_params,
+    storable,
 )
 from journal.redact import redact
 from journal.sqlite import WriteConnection, connect
@@ -49,7 +50,7 @@ MAX_BACKLOG = 8192
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 INTERRUPTED_ERROR = "the server process ended while the run was in progress"
 _SESSION_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "title": ("title", lambda v: v),
+    "title": ("title", storable),
     "mode": ("mode", lambda v: v),
     "config": ("config_json", json.dumps),
     "permissions": ("permissions_json", json.dumps),
@@ -302,7 +303,7 @@ class Journal:
             type=kind,
             created_at=envelope.created_at or time.time(),
             terminal=kind == "done",
-            payload=_JSON.encode(redact(payload)),
+            payload=storable(_JSON.encode(redact(payload))),
         )
         waiter = self._committer.submit(item, durable=durable or kind in DURABLE_TYPES)
         if waiter is not None:

@@ -235,3 +235,16 @@ async def test_load_and_resume_need_the_sessions_own_working_directory(tmp_path)
             assert caught.value.code == INVALID_PARAMS
             assert caught.value.data == {"errors": [{"field": "cwd", "problem": "is not the session's working directory"}]}
         assert "modes" in await editor.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path / "link")})
+
+
+async def test_text_that_is_not_valid_unicode_is_stored_and_replayed_instead_of_failing_the_turn(tmp_path):
+    db = tmp_path / "journal.db"
+    async with server(db) as editor:
+        sid = await editor.new_session(tmp_path)
+        assert await editor.prompt(sid, "lone \ud800 surrogate") == {"stopReason": "end_turn"}
+    async with server(db) as editor:
+        await editor.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        (user,) = [u for u in editor.updates[sid] if u["sessionUpdate"] == "user_message_chunk"]
+        assert user["content"]["text"] == "lone \ufffd surrogate"
+        sessions = (await editor.request("session/list", {}))["sessions"]
+        assert sessions[0]["title"] == "lone \ufffd surrogate"
