@@ -237,7 +237,7 @@ class AcpAgent:
         self._check_mcp_transports(request.mcp_servers)
         session = await self.sessions.get(
             request.session_id, mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers))
-        if os.path.realpath(request.cwd) != os.path.realpath(session.cwd):
+        if request.cwd != session.cwd and not await anyio.to_thread.run_sync(_same_directory, request.cwd, session.cwd):
             problem = "is not the session's working directory"
             raise RpcError(INVALID_PARAMS, f"Invalid params: cwd {problem} ({session.cwd})",
                            {"errors": [{"field": "cwd", "problem": problem}]})
@@ -394,3 +394,7 @@ class AcpAgent:
         update = to_update(event)
         if update is not None and self.peer is not None:
             await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})
+
+
+def _same_directory(first: str, second: str) -> bool:
+    return os.path.realpath(first) == os.path.realpath(second)
