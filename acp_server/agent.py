@@ -139,7 +139,8 @@ class AcpAgent:
                 },
                 "mcpCapabilities": {"http": caps.mcp_http, "sse": caps.mcp_sse},
                 "sessionCapabilities": (
-                    {"list": {}, "resume": {}, "close": {}, "delete": {}} if durable else {}
+                    {"list": {}, "resume": {}, "close": {}, "delete": {}, "additionalDirectories": {}}
+                    if durable else {"additionalDirectories": {}}
                 ),
             },
             "authMethods": [],
@@ -164,6 +165,7 @@ class AcpAgent:
         session = await self.sessions.create(
             cwd=request.cwd,
             mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers),
+            additional_directories=tuple(request.additional_directories or ()),
         )
         self._announce_commands(session.id)
         return {"sessionId": session.id, **self._session_state(session)}
@@ -241,6 +243,10 @@ class AcpAgent:
             problem = "is not the session's working directory"
             raise RpcError(INVALID_PARAMS, f"Invalid params: cwd {problem} ({session.cwd})",
                            {"errors": [{"field": "cwd", "problem": problem}]})
+        directories = tuple(request.additional_directories or ())
+        if directories != session.additional_directories:  # the request's list is the whole new list
+            session.additional_directories = directories
+            await self.sessions.save(session, additional_dirs=directories)
         return session
 
     async def handle_session_list(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -91,12 +91,17 @@ class McpServer(WireModel):
     type: Literal["stdio", "http", "sse"] = "stdio"
 
 
+def _all_absolute(paths: list[str] | None) -> list[str]:
+    return [_absolute(path) for path in paths or []]
+
+
 class NewSessionParams(WireModel):
     cwd: str
     mcp_servers: list[McpServer]
-    additional_directories: list[str] = Field(default_factory=list)
+    additional_directories: list[str] | None = None
 
     _cwd = field_validator("cwd")(_absolute)
+    _dirs = field_validator("additional_directories")(_all_absolute)
 
 
 class SessionParams(WireModel):
@@ -106,9 +111,10 @@ class SessionParams(WireModel):
 class LoadSessionParams(SessionParams):
     cwd: str
     mcp_servers: list[McpServer] = Field(default_factory=list)
-    additional_directories: list[str] = Field(default_factory=list)
+    additional_directories: list[str] | None = None
 
     _cwd = field_validator("cwd")(_absolute)
+    _dirs = field_validator("additional_directories")(_all_absolute)
 
 
 class ListSessionsParams(WireModel):

@@ -52,7 +52,8 @@ async def test_initialize_advertises_load_and_the_session_capabilities_really_im
     async with running(AcpAgent(ScriptedAdapter.from_data(SCRIPT), journal=journal)) as editor:
         caps = (await editor.initialize())["agentCapabilities"]
         assert caps["loadSession"] is True
-        assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}}
+        assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {},
+                                               "additionalDirectories": {}}
     await journal.close()
 
 
@@ -248,3 +249,33 @@ async def test_text_that_is_not_valid_unicode_is_stored_and_replayed_instead_of_
         assert user["content"]["text"] == "lone \ufffd surrogate"
         sessions = (await editor.request("session/list", {}))["sessions"]
         assert sessions[0]["title"] == "lone \ufffd surrogate"
+
+
+async def test_additional_directories_widen_local_file_access_and_are_replaced_on_resume(tmp_path):
+    work, shared, other = tmp_path / "work", tmp_path / "shared", tmp_path / "other"
+    for directory in (work, shared, other):
+        directory.mkdir()
+    (shared / "lib.txt").write_text("shared text")
+    (other / "lib.txt").write_text("other text")
+    script = {"scenarios": [{"match": "", "steps": [
+        {"tool": "Read", "kind": "read", "read_file": str(shared / "lib.txt")},
+        {"tool": "Read", "kind": "read", "read_file": str(other / "lib.txt")}]}]}
+    journal = await Journal.open(tmp_path / "journal.db")
+    async with running(AcpAgent(ScriptedAdapter.from_data(script), journal=journal)) as editor:
+        await editor.initialize()
+        created = await editor.request("session/new", {"cwd": str(work), "mcpServers": [],
+                                                       "additionalDirectories": [str(shared)]})
+        sid = created["sessionId"]
+        await editor.prompt(sid, "go")
+        done = [u for u in editor.updates[sid] if u.get("status") in ("completed", "failed")]
+        assert [u["status"] for u in done] == ["completed", "failed"]
+        listed = (await editor.request("session/list", {}))["sessions"][0]
+        assert listed["additionalDirectories"] == [str(shared)]
+        await editor.request("session/resume", {"sessionId": sid, "cwd": str(work), "additionalDirectories": [str(other)]})
+        await editor.prompt(sid, "again")
+        done = [u for u in editor.updates[sid] if u.get("status") in ("completed", "failed")]
+        assert [u["status"] for u in done[2:]] == ["failed", "completed"]
+        with pytest.raises(RemoteError) as caught:
+            await editor.request("session/new", {"cwd": str(work), "mcpServers": [], "additionalDirectories": ["rel"]})
+        assert caught.value.code == INVALID_PARAMS
+    await journal.close()
