@@ -48,7 +48,7 @@ from acp_server.replay import iso, replay_updates
 from acp_server.sessions import Session, SessionStore
 from acp_server.tools import ClientCapabilities, ClientTools
 from acp_server.turns import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
-from adapters.base import AdapterCapabilities, Message, RuntimeAdapter, TurnInput
+from adapters.base import AdapterCapabilities, Message, RuntimeAdapter, TurnInput, close_session
 from adapters.events import (
     Envelope,
     PromptReceived,
@@ -66,6 +66,7 @@ DURABLE_KINDS = frozenset({"prompt", "tool_started", "permission", "done"})
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
+CLOSE_HOOKS_BUDGET = 0.5  # seconds of a shutdown the adapter's close_session hooks may take
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -153,9 +154,15 @@ class AcpAgent:
         return {}
 
     async def on_close(self) -> None:
-        """The client went away: cancel every running and queued turn."""
-        for session in self.sessions.all_live():
+        """The client went away: cancel every running and queued turn, and (briefly, as the
+        process is about to exit) let the adapter free what it keeps per session."""
+        sessions = self.sessions.all_live()
+        for session in sessions:
             session.queue.cancel_all()
+        with anyio.move_on_after(CLOSE_HOOKS_BUDGET):
+            for session in sessions:
+                await session.queue.drained()
+                await anyio.to_thread.run_sync(close_session, self.adapter, session.id, abandon_on_cancel=True)
 
     # --- sessions ------------------------------------------------------------------------
 
@@ -272,15 +279,28 @@ class AcpAgent:
 
     async def handle_session_close(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(SessionParams, params)
-        if not self.sessions.close(request.session_id):
+        session = self.sessions.close(request.session_id)
+        if session is None:
             await self.sessions.get(request.session_id)  # -32002 when the journal has never heard of it
-            self.sessions.close(request.session_id)
+            session = self.sessions.close(request.session_id)
+        self._release(session)
         return {}
 
     async def handle_session_delete(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(SessionParams, params)
-        await self.sessions.delete(request.session_id)
+        self._release(await self.sessions.delete(request.session_id))
         return {}
+
+    def _release(self, session: Session | None) -> None:
+        """Once the session's last turn has wound down, the adapter may free what it keeps."""
+        if session is None or self.peer is None:
+            return
+
+        async def release() -> None:
+            await session.queue.drained()
+            await anyio.to_thread.run_sync(close_session, self.adapter, session.id)
+
+        self.peer.spawn(release)
 
     def _check_mcp_transports(self, servers: list[Any]) -> None:
         offered = {"stdio": True, "http": self.capabilities.mcp_http, "sse": self.capabilities.mcp_sse}
@@ -339,7 +359,8 @@ class AcpAgent:
 
         history = await self.sessions.history(session)
         turn = TurnInput(session.id, session.cwd, blocks, tuple(history), session.mode or DEFAULT_MODE,
-                         effective_config(self.capabilities, session.config), session.mcp_servers)
+                         effective_config(self.capabilities, session.config), session.mcp_servers,
+                         session.additional_directories)
         await self.sessions.title_from_prompt(session, turn.text)
         if (command := builtin_invocation(turn.text)) is not None:
             outcome = await self._run_builtin(session, blocks, command, numbering, publish)

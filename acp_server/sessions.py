@@ -91,17 +91,18 @@ class SessionStore:
             session.history = await self.journal.history(session.id) if self.journal is not None else []
         return session.history
 
-    def close(self, session_id: str) -> bool:
+    def close(self, session_id: str) -> Session | None:
         """Drop the in-memory state, cancelling its turns; the journal keeps the session."""
         session = self._live.pop(session_id, None)
         if session is not None:
             session.queue.cancel_all()
-        return session is not None
+        return session
 
-    async def delete(self, session_id: str) -> None:
-        self.close(session_id)
+    async def delete(self, session_id: str) -> Session | None:
+        session = self.close(session_id)
         if self.journal is not None:
             await self.journal.delete_session(session_id)
+        return session
 
     async def save(self, session: Session, **fields: Any) -> None:
         if self.journal is not None:

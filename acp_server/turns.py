@@ -64,6 +64,13 @@ class Ticket:
 class TurnQueue:
     def __init__(self) -> None:
         self._tickets: deque[Ticket] = deque()
+        self._idle = anyio.Event()
+        self._idle.set()
+
+    async def drained(self) -> None:
+        """Returns once no turn is running or waiting."""
+        while self._tickets:
+            await self._idle.wait()
 
     @property
     def busy(self) -> bool:
@@ -71,6 +78,8 @@ class TurnQueue:
 
     def enter(self) -> Ticket:
         ticket = Ticket()
+        if not self._tickets:
+            self._idle = anyio.Event()
         self._tickets.append(ticket)
         if len(self._tickets) == 1:
             ticket.admit()
@@ -81,6 +90,8 @@ class TurnQueue:
         self._tickets.remove(ticket)
         if was_head and self._tickets:
             self._tickets[0].admit()
+        if not self._tickets:
+            self._idle.set()
 
     def cancel_all(self) -> None:
         """Cancel the running turn and every prompt waiting now; later prompts are untouched."""

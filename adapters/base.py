@@ -40,6 +40,7 @@ class TurnInput:
     mode: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
     mcp_servers: tuple[dict[str, Any], ...] = ()
+    additional_directories: tuple[str, ...] = ()  # more workspace roots besides cwd
 
     @property
     def text(self) -> str:
@@ -203,6 +204,14 @@ class RuntimeAdapter(Protocol):
     def capabilities(self) -> AdapterCapabilities: ...
     def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason: ...
     def cancel(self, session_id: str) -> None: ...
+
+
+def close_session(adapter: RuntimeAdapter, session_id: str) -> None:
+    """Tell the adapter a session ended (closed, deleted, or the server is stopping), so it can
+    free what it keeps per session; adapters opt in by defining `close_session(session_id)`."""
+    hook = getattr(adapter, "close_session", None)
+    if callable(hook):
+        hook(session_id)
 
 
 def health_of(adapter: RuntimeAdapter) -> Health:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
+import anyio
 import pytest
 from harness import RemoteError, running
 
@@ -279,3 +280,29 @@ async def test_additional_directories_widen_local_file_access_and_are_replaced_o
             await editor.request("session/new", {"cwd": str(work), "mcpServers": [], "additionalDirectories": ["rel"]})
         assert caught.value.code == INVALID_PARAMS
     await journal.close()
+
+
+class ClosingAdapter(RecordingAdapter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = []
+
+    def close_session(self, session_id):
+        self.closed.append(session_id)
+
+
+async def test_the_adapter_hears_when_a_session_is_closed_deleted_or_the_client_leaves(tmp_path):
+    adapter = ClosingAdapter()
+    journal = await Journal.open(tmp_path / "journal.db")
+    async with running(AcpAgent(adapter, journal=journal)) as editor:
+        await editor.initialize()
+        first, second, third = [await editor.new_session(tmp_path) for _ in range(3)]
+        await editor.prompt(first, "hello")
+        await editor.request("session/close", {"sessionId": first})
+        await editor.request("session/delete", {"sessionId": second})
+        with anyio.fail_after(5):
+            while len(adapter.closed) < 2:  # the hooks run off the loop, after the turns wind down
+                await anyio.sleep(0.01)
+        assert sorted(adapter.closed) == sorted([first, second])
+    await journal.close()
+    assert sorted(adapter.closed) == sorted([first, second, third])
