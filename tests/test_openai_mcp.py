@@ -7,6 +7,7 @@ by the fake endpoint, calls its tools through the same permission policy as buil
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -20,13 +21,19 @@ from harness import running
 
 from acp_server.agent import AcpAgent
 from adapters.openai import OpenAIAdapter
+from journal.store import Journal
 
 pytest.importorskip("httpx", reason="the openai extra is not installed")
 pytest.importorskip("mcp", reason="the mcp package is not installed")
 
 SERVER = '''
+import os
 import sys
 from mcp.server.mcpserver import MCPServer
+
+if os.environ.get("NOTES_LOG"):  # one line per start, for tests that count connections
+    with open(os.environ["NOTES_LOG"], "a") as log:
+        log.write(f"{os.getpid()} ")
 
 server = MCPServer("notes")
 
@@ -60,9 +67,9 @@ def script(tmp_path) -> str:
     return str(path)
 
 
-def make_agent(fake: FakeOpenAI, tmp_path) -> AcpAgent:
+def make_agent(fake: FakeOpenAI, tmp_path, journal: Journal | None = None) -> AcpAgent:
     return AcpAgent(OpenAIAdapter(model="gpt-4o", base_url=fake.base_url, api_key="sk-test-0000000000",
-                                  env={"XDG_CONFIG_HOME": str(tmp_path / "config")}))
+                                  env={"XDG_CONFIG_HOME": str(tmp_path / "config")}), journal=journal)
 
 
 def free_port() -> int:
@@ -139,3 +146,66 @@ async def test_an_http_mcp_server_is_connected_when_the_agent_advertises_http(fa
     finally:
         process.kill()
         await process.wait()
+
+
+def started_pids(log) -> list[int]:
+    """The process ids of the test MCP server's starts, as it logged them."""
+    return [int(pid) for pid in log.read_text().split()] if log.exists() else []
+
+
+def exited(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+async def wait_exited(pid: int) -> None:
+    with anyio.fail_after(10):
+        while True:
+            if exited(pid):
+                return
+            await anyio.sleep(0.05)  # bounded polling for the server process to exit
+
+
+def logged_server(script: str, log) -> dict[str, Any]:
+    return {"name": "notes", "command": sys.executable, "args": [script],
+            "env": [{"name": "NOTES_LOG", "value": str(log)}]}
+
+
+async def test_a_sessions_mcp_server_is_connected_once_and_disconnected_by_session_close(fake, script, tmp_path):
+    log = tmp_path / "starts.log"
+    fake.script(reply(tools=[("mcp__notes__add", {"a": 1, "b": 2})]), reply("3"),
+                reply(tools=[("mcp__notes__add", {"a": 3, "b": 4})]), reply("7"))
+    journal = await Journal.open(tmp_path / "journal.db")  # session/close needs durable sessions
+    try:
+        async with running(make_agent(fake, tmp_path, journal)) as editor:
+            await editor.initialize()
+            sid = await new_session(editor, tmp_path, [logged_server(script, log)])
+            assert await editor.prompt(sid, "add 1 and 2") == {"stopReason": "end_turn"}
+            assert await editor.prompt(sid, "add 3 and 4") == {"stopReason": "end_turn"}
+            (pid,) = started_pids(log)  # one start for both turns
+            asked = [r for r in editor.server_requests if r["method"] == "session/request_permission"]
+            assert len(asked) == 2  # the second turn's call asks through the second turn's sink
+            assert not exited(pid)
+            assert await editor.request("session/close", {"sessionId": sid}) == {}
+            await wait_exited(pid)  # while the client is still connected
+            assert started_pids(log) == [pid]
+    finally:
+        await journal.close()
+    assert tool_results(fake.chats[1]) == {"call_0_mcp__notes__add": "3"}
+    assert tool_results(fake.chats[3]) == {"call_0_mcp__notes__add": "7"}
+    assert "mcp__notes__add" in {t["function"]["name"] for t in fake.chats[2]["tools"]}
+
+
+async def test_a_sessions_mcp_server_is_disconnected_when_the_client_goes_away(fake, script, tmp_path):
+    log = tmp_path / "starts.log"
+    fake.script(reply("hello"))
+    async with running(make_agent(fake, tmp_path)) as editor:
+        await editor.initialize()
+        sid = await new_session(editor, tmp_path, [logged_server(script, log)])
+        assert await editor.prompt(sid, "hi") == {"stopReason": "end_turn"}
+        (pid,) = started_pids(log)
+        assert not exited(pid)
+    await wait_exited(pid)

@@ -56,6 +56,7 @@ class OpenAIAdapter:
         self._lock = threading.Lock()
         self._in_flight: dict[str, Abort] = {}
         self._costs: dict[str, float] = {}
+        self._mcp: dict[str, McpTools] = {}  # session id -> its MCP connections, kept across turns
 
     # --- what the server asks before any turn ------------------------------------------
 
@@ -111,14 +112,46 @@ class OpenAIAdapter:
         if abort is not None:
             abort.abort()
 
+    def close_session(self, session_id: str) -> None:
+        """The session ended (called after its turns have): disconnect its MCP servers."""
+        with self._lock:
+            mcp = self._mcp.pop(session_id, None)
+        if mcp is not None:
+            mcp.close()
+
     def close(self) -> None:
-        """Release the HTTP connections (the server may simply exit instead)."""
+        """Release the HTTP connections and every session's MCP connections (the server may
+        simply exit instead: the connections' threads are daemons)."""
+        with self._lock:
+            held, self._mcp = list(self._mcp.values()), {}
+        for mcp in held:
+            mcp.close()
         self._endpoint.close()
 
     def _loop(self, turn: TurnInput, sink: Sink, model: str, abort: Abort) -> StopReason:
-        with McpTools(turn.mcp_servers, sink, turn.cwd) as mcp:
-            tools: dict[str, Tool] = {tool.name: tool for tool in (*BUILTIN_TOOLS, *mcp.tools)}
-            return self._requests(turn, sink, model, abort, tools)
+        mcp_tools = self._mcp_tools(turn, sink)
+        tools: dict[str, Tool] = {tool.name: tool for tool in (*BUILTIN_TOOLS, *mcp_tools)}
+        return self._requests(turn, sink, model, abort, tools)
+
+    def _mcp_tools(self, turn: TurnInput, sink: Sink) -> list[Tool]:
+        """The session's MCP tools: connected by the first turn that needs them, reused by later
+        turns, and reconnected when the servers changed or a connected one went away."""
+        with self._lock:
+            current = self._mcp.get(turn.session_id)
+        if current is not None and current.alive and current.serves(turn.mcp_servers, turn.cwd):
+            return current.tools
+        if current is not None:
+            with self._lock:
+                if self._mcp.get(turn.session_id) is current:
+                    del self._mcp[turn.session_id]
+            current.close()
+        if not turn.mcp_servers:
+            return []
+        fresh = McpTools(turn.mcp_servers, turn.cwd)
+        fresh.connect(sink)  # closes what it opened if the turn is cancelled meanwhile
+        with self._lock:
+            self._mcp[turn.session_id] = fresh
+        return fresh.tools
 
     def _requests(self, turn: TurnInput, sink: Sink, model: str, abort: Abort,
                   tools: Mapping[str, Tool]) -> StopReason:

@@ -1,9 +1,10 @@
-"""The MCP servers of a turn (stdio and streamable HTTP), offered to the model as tools.
+"""The MCP servers of a session (stdio and streamable HTTP), offered to the model as tools.
 
 Connections use the official `mcp` package (an optional import) on a private event loop in
-a blocking portal, one task per server holding its `Client` open for the turn. Each MCP tool
-becomes a `Tool` named `mcp__<server>__<tool>` that always asks permission; a call waits on
-its future while checking for a cancel, which cancels the call's task.
+a blocking portal (a daemon thread), one task per server holding its `Client` open until
+`close`, so a session's connections outlive its turns. Each MCP tool becomes a `Tool` named
+`mcp__<server>__<tool>` that always asks permission; a call waits on its future while
+checking the calling turn's sink for a cancel, which cancels the call's task.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import concurrent.futures
 import importlib.util
 import json
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, AsyncExitStack
 from typing import Any
@@ -37,68 +39,98 @@ def tool_name(server: str, tool: str) -> str:
 
 
 class McpTools:
-    """Use as `with McpTools(servers, sink, cwd) as mcp:`; `tools` then lists what they offer."""
+    """The connections to one session's MCP servers: `connect(sink)` once (failures are reported
+    to that turn's sink), then `tools` in every turn that `serves` the same servers, `close` at
+    the end of the session. Tool calls report to the sink of the turn that makes them."""
 
-    def __init__(self, servers: Sequence[Mapping[str, Any]], sink: Sink, cwd: str) -> None:
-        self._servers = list(servers)
-        self._sink = sink
+    def __init__(self, servers: Sequence[Mapping[str, Any]], cwd: str) -> None:
+        self._servers = [dict(server) for server in servers]
         self._cwd = cwd
+        self._lock = threading.Lock()
         self._portal_cm: AbstractContextManager[Any] | None = None
         self._portal: Any = None
         self._stop: Any = None
         self._tasks: list[concurrent.futures.Future[Any]] = []
+        self._held: list[concurrent.futures.Future[Any]] = []  # tasks of connected servers
+        self._closed = False
         self.tools: list[Tool] = []
 
-    def __enter__(self) -> McpTools:
+    def serves(self, servers: Sequence[Mapping[str, Any]], cwd: str) -> bool:
+        """Whether these connections are for exactly these servers (and working directory)."""
+        return cwd == self._cwd and [dict(server) for server in servers] == self._servers
+
+    @property
+    def alive(self) -> bool:
+        """Not closed, and no connected server has gone away since."""
+        return not self._closed and not any(task.done() for task in self._held)
+
+    def connect(self, sink: Sink) -> None:
+        """Connect every server, reporting each that fails to `sink`; raises TurnCancelled
+        (after closing what it opened) when the turn is cancelled meanwhile."""
         if not self._servers:
-            return self
+            return
         try:
             import anyio.from_thread
             import mcp  # noqa: F401
         except ImportError:
-            self._report_failure("MCP servers", "they need the mcp package: pip install 'acp-server[openai]'")
-            return self
-        self._portal_cm = anyio.from_thread.start_blocking_portal()
-        self._portal = self._portal_cm.__enter__()
-        try:
-            self._stop = self._portal.call(anyio.Event)
-            for server in self._servers:
-                self._connect(server)
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._portal is None:
+            _report_failure(sink, "MCP servers", "they need the mcp package: pip install 'acp-server[openai]'")
             return
-        if self._stop is not None:
-            self._portal.call(self._stop.set)
-        concurrent.futures.wait(self._tasks, timeout=CONNECT_TIMEOUT)
-        self._portal.call(self._portal.stop, True)
-        assert self._portal_cm is not None
-        self._portal_cm.__exit__(None, None, None)
-        self._portal = None
+        with self._lock:
+            if self._closed:
+                return
+            self._portal_cm = anyio.from_thread.start_blocking_portal(name="mcp-connections")
+            self._portal = portal = self._portal_cm.__enter__()
+        try:
+            self._stop = portal.call(anyio.Event)
+            for server in self._servers:
+                if self._closed:
+                    break  # closed from another thread (the adapter is closing)
+                self._connect(portal, server, sink)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Disconnect every server and stop the event loop; safe to call more than once."""
+        with self._lock:
+            self._closed = True
+            portal, self._portal = self._portal, None
+            portal_cm, self._portal_cm = self._portal_cm, None
+        if portal is None:
+            return
+        try:
+            if self._stop is not None:
+                portal.call(self._stop.set)
+            concurrent.futures.wait(self._tasks, timeout=CONNECT_TIMEOUT)
+            portal.call(portal.stop, True)
+        except RuntimeError:
+            pass  # the event loop has already stopped
+        assert portal_cm is not None
+        portal_cm.__exit__(None, None, None)
 
     # --- connecting ----------------------------------------------------------------------
 
-    def _connect(self, server: Mapping[str, Any]) -> None:
+    def _connect(self, portal: Any, server: Mapping[str, Any], sink: Sink) -> None:
         name = str(server.get("name") or "mcp")
         ready: concurrent.futures.Future[tuple[Any, list[Any]]] = concurrent.futures.Future()
-        task = self._portal.start_task_soon(self._hold, server, ready)
+        try:
+            task = portal.start_task_soon(self._hold, server, ready)
+        except RuntimeError:
+            return  # closed from another thread meanwhile
         self._tasks.append(task)
         try:
-            client, listed = self._wait(ready, CONNECT_TIMEOUT)
+            client, listed = _wait(ready, CONNECT_TIMEOUT, sink)
         except concurrent.futures.TimeoutError:
             task.cancel()
-            self._report_failure(name, f"no answer within {CONNECT_TIMEOUT:g} s")
+            _report_failure(sink, name, f"no answer within {CONNECT_TIMEOUT:g} s")
             return
         except TurnCancelled:
             task.cancel()
             raise
         except Exception as exc:
-            self._report_failure(name, _describe(exc))
+            _report_failure(sink, name, _describe(exc))
             return
+        self._held.append(task)
         self.tools += [self._tool(name, client, entry) for entry in listed]
 
     async def _hold(self, server: Mapping[str, Any], ready: concurrent.futures.Future[Any]) -> None:
@@ -116,22 +148,6 @@ class McpTools:
             if not isinstance(exc, Exception):
                 raise
 
-    def _wait(self, future: concurrent.futures.Future[Any], timeout: float) -> Any:
-        """The future's result, checking for a cancel while waiting."""
-        waited = 0.0
-        while True:
-            self._sink.check_cancelled()
-            try:
-                return future.result(timeout=POLL)
-            except concurrent.futures.TimeoutError:
-                waited += POLL
-                if waited >= timeout:
-                    raise
-
-    def _report_failure(self, name: str, reason: str) -> None:
-        tid = self._sink.tool_call(f"Connect to MCP server {name}", kind="other", name=f"mcp:{name}")
-        self._sink.tool_update(tid, status="failed", content=[TextContent(f"Not connected: {reason}")])
-
     # --- calling -------------------------------------------------------------------------
 
     def _tool(self, server: str, client: Any, entry: Any) -> Tool:
@@ -139,15 +155,21 @@ class McpTools:
 
         def build(args: Mapping[str, Any], ws: Workspace) -> Action:
             return Action(f"{server}: {entry.title or entry.name}", "other",
-                          lambda tid: self._call(client, entry.name, dict(args)), ask=True)
+                          lambda tid: self._call(client, entry.name, dict(args), ws.sink), ask=True)
 
         description = f"[MCP server {server}] {entry.description or entry.name}"
         return Tool(tool_name(server, entry.name), description, schema, build)
 
-    def _call(self, client: Any, name: str, args: dict[str, Any]) -> Outcome:
-        future = self._portal.start_task_soon(client.call_tool, name, args)
+    def _call(self, client: Any, name: str, args: dict[str, Any], sink: Sink) -> Outcome:
+        portal = self._portal
+        if portal is None:
+            raise ToolRefused(f"The MCP tool {name} is no longer connected")
         try:
-            result = self._wait(future, CALL_TIMEOUT)
+            future = portal.start_task_soon(client.call_tool, name, args)
+        except RuntimeError:
+            raise ToolRefused(f"The MCP tool {name} is no longer connected") from None
+        try:
+            result = _wait(future, CALL_TIMEOUT, sink)
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise ToolRefused(f"The MCP tool {name} did not answer within {CALL_TIMEOUT:g} s") from None
@@ -160,6 +182,24 @@ class McpTools:
         if result.is_error:
             return Outcome(f"Error: {text}", (TextContent(text),), "failed")
         return Outcome(text, (TextContent(text),) if text else ())
+
+
+def _wait(future: concurrent.futures.Future[Any], timeout: float, sink: Sink) -> Any:
+    """The future's result, checking the turn's sink for a cancel while waiting."""
+    waited = 0.0
+    while True:
+        sink.check_cancelled()
+        try:
+            return future.result(timeout=POLL)
+        except concurrent.futures.TimeoutError:
+            waited += POLL
+            if waited >= timeout:
+                raise
+
+
+def _report_failure(sink: Sink, name: str, reason: str) -> None:
+    tid = sink.tool_call(f"Connect to MCP server {name}", kind="other", name=f"mcp:{name}")
+    sink.tool_update(tid, status="failed", content=[TextContent(f"Not connected: {reason}")])
 
 
 async def _target(server: Mapping[str, Any], cwd: str, stack: AsyncExitStack) -> Any:
