@@ -161,14 +161,23 @@ async def test_an_unexpected_handler_exception_is_an_internal_error_without_deta
     assert response == {"jsonrpc": "2.0", "id": 5, "error": {"code": INTERNAL_ERROR, "message": "Internal error"}}
 
 
-async def test_cancel_request_answers_an_in_flight_prompt_with_request_cancelled(tmp_path):
-    agent = AcpAgent(ScriptedAdapter.from_data({"scenarios": [{"match": "wait", "steps": [
+def waiting_agent() -> AcpAgent:
+    return AcpAgent(ScriptedAdapter.from_data({"scenarios": [{"match": "wait", "steps": [
         {"say": "started"}, {"sleep": 30}]}]}))
-    async with running(agent) as editor:
-        await editor.initialize()
-        sid = await editor.new_session(tmp_path)
-        task = await editor.start_prompt(sid, "wait")
-        await editor.wait_for(lambda: editor.text(sid) == "started")
+
+
+async def start_waiting_turn(editor, cwd):
+    """A session whose turn has started and now waits until it is cancelled."""
+    await editor.initialize()
+    sid = await editor.new_session(cwd)
+    task = await editor.start_prompt(sid, "wait")
+    await editor.wait_for(lambda: editor.text(sid) == "started")
+    return sid, task
+
+
+async def test_cancel_request_answers_an_in_flight_prompt_with_request_cancelled(tmp_path):
+    async with running(waiting_agent()) as editor:
+        sid, task = await start_waiting_turn(editor, tmp_path)
         request_id = editor.last_id
         await editor.notify("$/cancel_request", {"requestId": request_id})
         response = await task
@@ -177,13 +186,8 @@ async def test_cancel_request_answers_an_in_flight_prompt_with_request_cancelled
 
 
 async def test_a_second_request_reusing_an_in_flight_id_is_refused(tmp_path):
-    agent = AcpAgent(ScriptedAdapter.from_data({"scenarios": [{"match": "wait", "steps": [
-        {"say": "started"}, {"sleep": 30}]}]}))
-    async with running(agent) as editor:
-        await editor.initialize()
-        sid = await editor.new_session(tmp_path)
-        task = await editor.start_prompt(sid, "wait")
-        await editor.wait_for(lambda: editor.text(sid) == "started")
+    async with running(waiting_agent()) as editor:
+        sid, task = await start_waiting_turn(editor, tmp_path)
         in_flight = editor.last_id
         response = await editor.request_raw("session/new", {"cwd": str(tmp_path), "mcpServers": []}, id=in_flight + 1000)
         assert "result" in response
