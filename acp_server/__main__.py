@@ -2,6 +2,6 @@
 
 import sys
 
-from acp_server.cli import main
+from acp_server.cli.main import main
 
 sys.exit(main())

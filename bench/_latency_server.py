@@ -21,8 +21,8 @@ def main() -> None:
 
     import anyio
 
-    from acp_server.agent import AcpAgent
-    from acp_server.server import serve_stdio
+    from acp_server.acp.handlers import AcpAgent
+    from acp_server.acp.server import serve_stdio
     from bench.latency_agent import make_agent
     from journal.store import Journal
 

@@ -31,7 +31,7 @@ MATCH = "stream"
 def has_journal() -> bool:
     """Whether this server version takes `--db` (a journal); without it, nothing is stored."""
     sys.path.insert(0, str(REPO))
-    from acp_server.cli import SERVER_OPTIONS
+    from acp_server.cli.settings import SERVER_OPTIONS
 
     return any(flag == "--db" for flag, _ in SERVER_OPTIONS)
 

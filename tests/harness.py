@@ -21,8 +21,8 @@ from typing import Any
 import anyio
 from schema_check import check_agent_frame
 
-from acp_server.agent import AcpAgent
-from acp_server.server import connect
+from acp_server.acp.handlers import AcpAgent
+from acp_server.acp.server import connect
 
 ServerRequestHandler = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -276,7 +276,7 @@ async def running(agent: AcpAgent, *, max_frame_bytes: int = 64 << 20) -> AsyncI
     peer = connect(agent, max_frame_bytes=max_frame_bytes)
 
     async def frames() -> AsyncIterator[Any]:
-        from acp_server.wire import Oversized
+        from acp_server.rpc.wire import Oversized
 
         async for data in receive:
             if len(data) > max_frame_bytes:

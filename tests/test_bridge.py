@@ -7,7 +7,7 @@ import threading
 import anyio
 import pytest
 
-from acp_server.bridge import Finished, ThreadSink
+from acp_server.turns.bridge import Finished, ThreadSink
 from adapters.base import TurnCancelled
 from adapters.events import TextDelta, ThoughtDelta, ToolCallStarted
 

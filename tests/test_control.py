@@ -8,8 +8,8 @@ import json
 import pytest
 from harness import RemoteError, running
 
-from acp_server.agent import AcpAgent, AgentOptions
-from acp_server.errors import INVALID_PARAMS
+from acp_server.acp.handlers import AcpAgent, AgentOptions
+from acp_server.rpc.errors import INVALID_PARAMS
 from adapters.base import AdapterCapabilities, ConfigChoice, ConfigOption, SlashCommand, ToolRefused
 from adapters.scripted import ScriptedAdapter
 from journal.store import Journal

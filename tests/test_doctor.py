@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_server.doctor import EXIT_UNHEALTHY
+from acp_server.cli.doctor import EXIT_UNHEALTHY
 
 AGENTS = """
 import threading

@@ -7,9 +7,9 @@ import json
 import pytest
 from harness import RemoteError, running
 
-from acp_server.agent import AcpAgent
-from acp_server.dispatch import Dispatcher
-from acp_server.errors import (
+from acp_server.acp.handlers import AcpAgent
+from acp_server.rpc.dispatch import Dispatcher
+from acp_server.rpc.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,

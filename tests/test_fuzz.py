@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from stdio_server import StdioServer
 
-from acp_server.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
+from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 MAX_FRAME = 4096
 EXAMPLES = int(os.environ.get("ACP_FUZZ_EXAMPLES", "150"))

@@ -8,7 +8,7 @@ from pathlib import Path
 from harness import running
 from stdio_server import StdioServer
 
-from acp_server.agent import AcpAgent
+from acp_server.acp.handlers import AcpAgent
 from examples.my_agent import make_agent
 
 REPO = Path(__file__).resolve().parent.parent

@@ -17,8 +17,8 @@ import pytest
 from fake_openai import Failure, FakeOpenAI, Stream, chunk, reply
 from harness import RemoteError, running
 
-from acp_server.agent import AcpAgent
-from acp_server.errors import INTERNAL_ERROR
+from acp_server.acp.handlers import AcpAgent
+from acp_server.rpc.errors import INTERNAL_ERROR
 from adapters.openai import OpenAIAdapter
 
 pytest.importorskip("httpx", reason="the openai extra is not installed")

@@ -19,7 +19,7 @@ import pytest
 from fake_openai import FakeOpenAI, reply
 from harness import running
 
-from acp_server.agent import AcpAgent
+from acp_server.acp.handlers import AcpAgent
 from adapters.openai import OpenAIAdapter
 from journal.store import Journal
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_server.policy import always_key, classify, decide, program_of
+from acp_server.turns.policy import always_key, classify, decide, program_of
 from adapters.events import ToolCallStarted
 
 KINDS = ["read", "search", "think", "edit", "move", "delete", "execute", "fetch", "switch_mode", "other"]

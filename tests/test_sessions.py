@@ -9,8 +9,8 @@ import anyio
 import pytest
 from harness import RemoteError, running
 
-from acp_server.agent import AcpAgent
-from acp_server.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
+from acp_server.acp.handlers import AcpAgent
+from acp_server.rpc.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
 from adapters.scripted import ScriptedAdapter
 from journal.store import Journal
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from stdio_server import StdioServer
 
-from acp_server.errors import PARSE_ERROR
+from acp_server.rpc.errors import PARSE_ERROR
 
 SCRIPT = {"scenarios": [
     {"match": "stray", "steps": [{"say": "before "}, {"stdout": "STRAY PRINT\n"}, {"say": "after"}]},

@@ -8,7 +8,7 @@ import anyio
 import pytest
 from harness import running
 
-from acp_server.agent import AcpAgent
+from acp_server.acp.handlers import AcpAgent
 from adapters.scripted import ScriptedAdapter
 
 FS = {"fs": {"readTextFile": True, "writeTextFile": True}}

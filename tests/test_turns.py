@@ -9,8 +9,8 @@ import anyio
 import pytest
 from harness import RemoteError, running
 
-from acp_server.agent import AcpAgent, AgentOptions
-from acp_server.errors import INTERNAL_ERROR
+from acp_server.acp.handlers import AcpAgent, AgentOptions
+from acp_server.rpc.errors import INTERNAL_ERROR
 from adapters.base import AdapterCapabilities
 from adapters.scripted import ScriptedAdapter
 

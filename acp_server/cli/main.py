@@ -12,59 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-ENV_PREFIX = "ACP_SERVER_"
-
-SERVER_OPTIONS: list[tuple[str, dict[str, object]]] = [
-    ("--agent", {"help": "agent to serve: a built-in (openai, echo, scripted, python), an installed agent's name, "
-                         "or module:factory (default: openai)", "default": "openai"}),
-    ("--model", {"help": "model for the openai agent (default: from the environment, the config file, or the "
-                         "endpoint's first model)"}),
-    ("--script", {"help": "the scripted agent's scenario file (format in the README), or the python agent's "
-                          "module:function"}),
-    ("--db", {"help": "SQLite journal of sessions and runs (default: journal.db in the user data directory)"}),
-    ("--log-level", {"help": "DEBUG, INFO, WARNING or ERROR (default: WARNING); logs go to stderr",
-                     "default": "WARNING"}),
-    ("--log-file", {"help": "also write the log to this file"}),
-    ("--max-workers", {"help": "agent turns that may run at once, each in a worker thread (default: 8)",
-                       "type": int, "default": 8}),
-    ("--permission-timeout", {"help": "seconds to wait for a permission answer before denying "
-                                      "(default: wait as long as the editor takes)", "type": float}),
-    ("--max-frame-bytes", {"help": "longest accepted input line in bytes (default: 64 MiB)",
-                           "type": int, "default": 64 << 20}),
-]
-
-
-def _env_name(flag: str) -> str:
-    return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
-
-
-def add_server_options(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
-    """Without `defaults`, an option left out keeps the value given before the subcommand."""
-    group = parser.add_argument_group("server options (each also settable as ACP_SERVER_<NAME>)")
-    for flag, spec in SERVER_OPTIONS:
-        spec = dict(spec)
-        env = os.environ.get(_env_name(flag))
-        if not defaults:
-            spec["default"] = argparse.SUPPRESS
-        elif env is not None:
-            spec["default"] = env  # argparse converts (and reports a bad value) like a flag's
-        spec["help"] = f"{spec['help']} [env {_env_name(flag)}]"
-        group.add_argument(flag, **spec)  # type: ignore[arg-type]
-
-
-def server_args(args: argparse.Namespace) -> list[str]:
-    """The server options of `args` as command-line flags, to start a server subprocess."""
-    argv: list[str] = []
-    for flag, spec in SERVER_OPTIONS:
-        value = getattr(args, flag.lstrip("-").replace("-", "_"))
-        if value is not None and value != spec.get("default"):
-            argv += [flag, str(value)]
-    return argv
-
-
-def agent_settings(args: argparse.Namespace) -> dict[str, object]:
-    """The server options an agent's factory may take (unset ones are left out by the registry)."""
-    return {"script": args.script, "model": args.model}
+from acp_server.cli.settings import add_server_options, agent_settings, env_name
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         "for the selected agent with where each came from; exits 1 only when the selected agent is unhealthy.",
     )
     add_server_options(doctor, defaults=False)
-    from acp_server.inspect import add_commands
+    from acp_server.cli.inspect import add_commands
 
     add_commands(commands)
     return parser
@@ -115,18 +63,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         parser.error(f"--log-level/--log-file: {exc}")
     if args.command == "prompt":
-        from acp_server.client import run_prompt_command
+        from acp_server.cli.prompt import run_prompt_command
 
         return run_prompt_command(args)
     if args.command == "doctor":
-        from acp_server.doctor import run_doctor
+        from acp_server.cli.doctor import run_doctor
 
         return run_doctor(args, sys.argv[1:] if argv is None else argv)
     if args.command is not None:
-        from acp_server.inspect import run_inspect_command
+        from acp_server.cli.inspect import run_inspect_command
 
         if getattr(args, "db", None) is None:
-            args.db = os.environ.get(_env_name("--db"))
+            args.db = os.environ.get(env_name("--db"))
         return run_inspect_command(args)
     return _serve(args, parser)
 
@@ -134,8 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import anyio
 
-    from acp_server.agent import AcpAgent, AgentOptions
-    from acp_server.server import serve_stdio
+    from acp_server.acp.handlers import AcpAgent, AgentOptions
+    from acp_server.acp.server import serve_stdio
     from adapters.registry import create_adapter
 
     try:

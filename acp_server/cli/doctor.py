@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from acp_server.cli import SERVER_OPTIONS, _env_name, add_server_options, agent_settings
+from acp_server.cli.settings import SERVER_OPTIONS, add_server_options, agent_settings, env_name
 from adapters.base import Health, health_of
 from adapters.registry import agent_specs, create_adapter
 
@@ -97,7 +97,7 @@ def option_sources(argv: Sequence[str], environ: Mapping[str, str] = os.environ)
     given, _ = parser.parse_known_args(list(argv))
     sources: dict[str, str] = {}
     for flag, _spec in SERVER_OPTIONS:
-        dest, env = flag.lstrip("-").replace("-", "_"), _env_name(flag)
+        dest, env = flag.lstrip("-").replace("-", "_"), env_name(flag)
         if hasattr(given, dest):
             sources[dest] = f"flag {flag}"
         elif env in environ:

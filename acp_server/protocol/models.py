@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from acp_server.errors import INVALID_PARAMS, RpcError
+from acp_server.rpc.errors import INVALID_PARAMS, RpcError
 
 
 class WireModel(BaseModel):

@@ -18,12 +18,8 @@ from typing import Any
 import anyio
 
 import acp_server
-from acp_server import methods
-from acp_server.commands import CommandContext, available_commands, builtin_invocation, run_builtin
-from acp_server.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, RpcError
-from acp_server.jsonrpc import Peer
-from acp_server.mapping import to_update
-from acp_server.options import (
+from acp_server.acp.commands import CommandContext, available_commands, builtin_invocation, run_builtin
+from acp_server.acp.options import (
     MODE_OPTION,
     check_mode,
     check_value,
@@ -31,8 +27,9 @@ from acp_server.options import (
     effective_config,
     modes_state,
 )
-from acp_server.policy import DEFAULT_MODE
-from acp_server.protocol import (
+from acp_server.acp.sessions import Session, SessionStore
+from acp_server.protocol import methods
+from acp_server.protocol.models import (
     AuthenticateParams,
     InitializeParams,
     ListSessionsParams,
@@ -44,10 +41,13 @@ from acp_server.protocol import (
     SetModeParams,
     parse,
 )
-from acp_server.replay import iso, replay_updates
-from acp_server.sessions import Session, SessionStore
-from acp_server.tools import ClientCapabilities, ClientTools
-from acp_server.turns import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
+from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, RpcError
+from acp_server.rpc.peer import Peer
+from acp_server.turns.mapping import to_update
+from acp_server.turns.policy import DEFAULT_MODE
+from acp_server.turns.replay import iso, replay_updates
+from acp_server.turns.services import ClientCapabilities, ClientTools
+from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
 from adapters.base import AdapterCapabilities, Message, RuntimeAdapter, TurnInput, close_session
 from adapters.events import (
     Envelope,

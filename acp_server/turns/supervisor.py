@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from acp_server.bridge import Ask, Finished, ThreadSink, TurnServices, answer
-from acp_server.mapping import OpenToolCalls
+from acp_server.turns.bridge import Ask, Finished, ThreadSink, TurnServices, answer
+from acp_server.turns.mapping import OpenToolCalls
 from adapters.base import AgentError, RuntimeAdapter, TurnCancelled, TurnInput
 from adapters.events import (
     STOP_REASONS,

@@ -21,12 +21,8 @@ from typing import Any, Literal
 
 import anyio
 
-from acp_server import methods
-from acp_server.errors import PeerClosedError, RequestTimeoutError, RpcError
-from acp_server.jsonrpc import Peer
-from acp_server.mapping import tool_call_fields
-from acp_server.policy import PermissionMemory, always_key, decide
-from acp_server.protocol import (
+from acp_server.protocol import methods
+from acp_server.protocol.models import (
     CreateTerminalResult,
     ElicitationResult,
     PermissionResult,
@@ -35,6 +31,10 @@ from acp_server.protocol import (
     TerminalOutputResult,
     parse,
 )
+from acp_server.rpc.errors import PeerClosedError, RequestTimeoutError, RpcError
+from acp_server.rpc.peer import Peer
+from acp_server.turns.mapping import tool_call_fields
+from acp_server.turns.policy import PermissionMemory, always_key, decide
 from adapters.base import CommandResult, PermissionDecision, ToolRefused, TurnCancelled
 from adapters.events import (
     PermissionDecided,

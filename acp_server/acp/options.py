@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_server.errors import INVALID_PARAMS, RpcError
-from acp_server.policy import DEFAULT_MODE, MODE_IDS, MODES
+from acp_server.rpc.errors import INVALID_PARAMS, RpcError
+from acp_server.turns.policy import DEFAULT_MODE, MODE_IDS, MODES
 from adapters.base import AdapterCapabilities, ConfigOption
 
 MODE_OPTION = "mode"

@@ -18,8 +18,8 @@ from typing import Any
 
 import anyio
 
-from acp_server.dispatch import Dispatcher
-from acp_server.errors import (
+from acp_server.rpc.dispatch import Dispatcher
+from acp_server.rpc.errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -28,7 +28,7 @@ from acp_server.errors import (
     RequestTimeoutError,
     RpcError,
 )
-from acp_server.wire import Frame, FrameWriter, Oversized
+from acp_server.rpc.wire import Frame, FrameWriter, Oversized
 
 log = logging.getLogger(__name__)
 

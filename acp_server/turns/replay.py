@@ -12,7 +12,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from acp_server.mapping import OpenToolCalls, to_update, user_message_chunks
+from acp_server.turns.mapping import OpenToolCalls, to_update, user_message_chunks
 from adapters.events import PromptReceived, RuntimeEvent, TextDelta, ThoughtDelta, TurnFinished
 
 REPLAY_CHUNK_CHARS = 64 * 1024

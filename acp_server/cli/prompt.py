@@ -20,19 +20,19 @@ from typing import Any
 import anyio
 
 import acp_server
-from acp_server import methods
-from acp_server.cli import server_args
-from acp_server.dispatch import Dispatcher
-from acp_server.display import Display
-from acp_server.errors import (
+from acp_server.cli.display import Display
+from acp_server.cli.settings import server_args
+from acp_server.protocol import methods
+from acp_server.rpc.dispatch import Dispatcher
+from acp_server.rpc.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     RESOURCE_NOT_FOUND,
     PeerClosedError,
     RpcError,
 )
-from acp_server.jsonrpc import Peer
-from acp_server.wire import Frame, FrameWriter, PipeWriter, read_frames
+from acp_server.rpc.peer import Peer
+from acp_server.rpc.wire import Frame, FrameWriter, PipeWriter, read_frames
 
 PROTOCOL_VERSION = 1
 CLIENT_INFO = {"name": "acp-server-prompt", "version": acp_server.__version__}

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from acp_server.display import Display
-from acp_server.replay import iso, replay_updates
+from acp_server.cli.display import Display
+from acp_server.turns.replay import iso, replay_updates
 
 if TYPE_CHECKING:  # the journal is imported when a command runs, not when the CLI parses
     from journal.records import EventRecord

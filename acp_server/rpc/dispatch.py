@@ -17,7 +17,7 @@ from jsonrpcserver.dispatcher import create_request
 from jsonrpcserver.result import ErrorResult
 from oslash.either import Left  # type: ignore[import-untyped]
 
-from acp_server.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
+from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 
 log = logging.getLogger(__name__)
 

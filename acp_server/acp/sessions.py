@@ -12,9 +12,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp_server.errors import RESOURCE_NOT_FOUND, RpcError
-from acp_server.policy import PermissionMemory
-from acp_server.turns import TurnQueue
+from acp_server.rpc.errors import RESOURCE_NOT_FOUND, RpcError
+from acp_server.turns.policy import PermissionMemory
+from acp_server.turns.supervisor import TurnQueue
 from adapters.base import Message
 from journal.store import Journal, SessionRecord
 

@@ -48,7 +48,7 @@ MERGE_LIMIT = 16 * 1024
 
 
 class TurnServices(Protocol):
-    """What a turn's asks need from the editor side; implemented in `acp_server.tools`."""
+    """What a turn's asks need from the editor side; implemented in `acp_server.turns.services`."""
 
     async def request_permission(self, tool: ToolCallStarted) -> PermissionDecision: ...
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str: ...

@@ -11,11 +11,11 @@ import contextlib
 import logging
 import signal
 
-from acp_server import methods
-from acp_server.agent import AcpAgent
-from acp_server.dispatch import Dispatcher
-from acp_server.jsonrpc import Peer
-from acp_server.wire import FrameWriter, PipeWriter, claim_stdout, read_frames
+from acp_server.acp.handlers import AcpAgent
+from acp_server.protocol import methods
+from acp_server.rpc.dispatch import Dispatcher
+from acp_server.rpc.peer import Peer
+from acp_server.rpc.wire import FrameWriter, PipeWriter, claim_stdout, read_frames
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,63 @@
+"""The server's option table, shared by `acp-server` itself, `prompt` (which starts a server) and
+`doctor` (which shows where each setting came from). A flag wins over its `ACP_SERVER_*`
+environment variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+ENV_PREFIX = "ACP_SERVER_"
+
+SERVER_OPTIONS: list[tuple[str, dict[str, object]]] = [
+    ("--agent", {"help": "agent to serve: a built-in (openai, echo, scripted, python), an installed agent's name, "
+                         "or module:factory (default: openai)", "default": "openai"}),
+    ("--model", {"help": "model for the openai agent (default: from the environment, the config file, or the "
+                         "endpoint's first model)"}),
+    ("--script", {"help": "the scripted agent's scenario file (format in the README), or the python agent's "
+                          "module:function"}),
+    ("--db", {"help": "SQLite journal of sessions and runs (default: journal.db in the user data directory)"}),
+    ("--log-level", {"help": "DEBUG, INFO, WARNING or ERROR (default: WARNING); logs go to stderr",
+                     "default": "WARNING"}),
+    ("--log-file", {"help": "also write the log to this file"}),
+    ("--max-workers", {"help": "agent turns that may run at once, each in a worker thread (default: 8)",
+                       "type": int, "default": 8}),
+    ("--permission-timeout", {"help": "seconds to wait for a permission answer before denying "
+                                      "(default: wait as long as the editor takes)", "type": float}),
+    ("--max-frame-bytes", {"help": "longest accepted input line in bytes (default: 64 MiB)",
+                           "type": int, "default": 64 << 20}),
+]
+
+
+def env_name(flag: str) -> str:
+    return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+
+
+def add_server_options(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
+    """Without `defaults`, an option left out keeps the value given before the subcommand."""
+    group = parser.add_argument_group("server options (each also settable as ACP_SERVER_<NAME>)")
+    for flag, spec in SERVER_OPTIONS:
+        spec = dict(spec)
+        env = os.environ.get(env_name(flag))
+        if not defaults:
+            spec["default"] = argparse.SUPPRESS
+        elif env is not None:
+            spec["default"] = env  # argparse converts (and reports a bad value) like a flag's
+        spec["help"] = f"{spec['help']} [env {env_name(flag)}]"
+        group.add_argument(flag, **spec)  # type: ignore[arg-type]
+
+
+def server_args(args: argparse.Namespace) -> list[str]:
+    """The server options of `args` as command-line flags, to start a server subprocess."""
+    argv: list[str] = []
+    for flag, spec in SERVER_OPTIONS:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None and value != spec.get("default"):
+            argv += [flag, str(value)]
+    return argv
+
+
+def agent_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The server options an agent's factory may take (unset ones are left out by the registry)."""
+    return {"script": args.script, "model": args.model}
