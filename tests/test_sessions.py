@@ -3,6 +3,7 @@ delete, and sessions that survive a restart of the server."""
 
 from __future__ import annotations
 
+import threading
 from contextlib import asynccontextmanager
 
 import anyio
@@ -42,7 +43,8 @@ def merged(updates):
     for update in updates:
         kind = update["sessionUpdate"]
         if out and kind in ("agent_message_chunk", "agent_thought_chunk") and out[-1]["sessionUpdate"] == kind:
-            out[-1] = {**out[-1], "content": {"type": "text", "text": out[-1]["content"]["text"] + update["content"]["text"]}}
+            merged = out[-1]["content"]["text"] + update["content"]["text"]
+            out[-1] = {**out[-1], "content": {"type": "text", "text": merged}}
         else:
             out.append(update)
     return out
@@ -222,7 +224,7 @@ async def test_the_agent_gets_the_conversation_so_far_live_and_after_a_restart(t
             await editor.prompt(sid, "two")
         await journal.close()
     expected = [Message("user", "one"), Message("agent", "reply to one")]
-    assert adapter.histories == [[], expected, expected + [Message("user", "two"), Message("agent", "reply to two")]]
+    assert adapter.histories == [[], expected, [*expected, Message("user", "two"), Message("agent", "reply to two")]]
 
 
 async def test_load_and_resume_need_the_sessions_own_working_directory(tmp_path):
@@ -235,7 +237,8 @@ async def test_load_and_resume_need_the_sessions_own_working_directory(tmp_path)
             with pytest.raises(RemoteError) as caught:
                 await editor.request(method, {"sessionId": sid, "cwd": str(other), "mcpServers": []})
             assert caught.value.code == INVALID_PARAMS
-            assert caught.value.data == {"errors": [{"field": "cwd", "problem": "is not the session's working directory"}]}
+            problem = "is not the session's working directory"
+            assert caught.value.data == {"errors": [{"field": "cwd", "problem": problem}]}
         assert "modes" in await editor.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path / "link")})
 
 
@@ -272,7 +275,8 @@ async def test_additional_directories_widen_local_file_access_and_are_replaced_o
         assert [u["status"] for u in done] == ["completed", "failed"]
         listed = (await editor.request("session/list", {}))["sessions"][0]
         assert listed["additionalDirectories"] == [str(shared)]
-        await editor.request("session/resume", {"sessionId": sid, "cwd": str(work), "additionalDirectories": [str(other)]})
+        await editor.request("session/resume",
+                             {"sessionId": sid, "cwd": str(work), "additionalDirectories": [str(other)]})
         await editor.prompt(sid, "again")
         done = [u for u in editor.updates[sid] if u.get("status") in ("completed", "failed")]
         assert [u["status"] for u in done[2:]] == ["failed", "completed"]
@@ -286,9 +290,20 @@ class ClosingAdapter(RecordingAdapter):
     def __init__(self) -> None:
         super().__init__()
         self.closed = []
+        self._changed = threading.Condition()
 
     def close_session(self, session_id):
-        self.closed.append(session_id)
+        with self._changed:
+            self.closed.append(session_id)
+            self._changed.notify_all()
+
+    async def wait_closed(self, count: int) -> None:
+        """Until `count` hooks ran: they run in worker threads, after the turns wind down."""
+        def wait() -> bool:
+            with self._changed:
+                return self._changed.wait_for(lambda: len(self.closed) >= count, timeout=5)
+
+        assert await anyio.to_thread.run_sync(wait), f"closed only {self.closed}"
 
 
 async def test_the_adapter_hears_when_a_session_is_closed_deleted_or_the_client_leaves(tmp_path):
@@ -300,9 +315,7 @@ async def test_the_adapter_hears_when_a_session_is_closed_deleted_or_the_client_
         await editor.prompt(first, "hello")
         await editor.request("session/close", {"sessionId": first})
         await editor.request("session/delete", {"sessionId": second})
-        with anyio.fail_after(5):
-            while len(adapter.closed) < 2:  # the hooks run off the loop, after the turns wind down
-                await anyio.sleep(0.01)
+        await adapter.wait_closed(2)
         assert sorted(adapter.closed) == sorted([first, second])
     await journal.close()
     assert sorted(adapter.closed) == sorted([first, second, third])
