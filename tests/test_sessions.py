@@ -43,8 +43,8 @@ def merged(updates):
     for update in updates:
         kind = update["sessionUpdate"]
         if out and kind in ("agent_message_chunk", "agent_thought_chunk") and out[-1]["sessionUpdate"] == kind:
-            merged = out[-1]["content"]["text"] + update["content"]["text"]
-            out[-1] = {**out[-1], "content": {"type": "text", "text": merged}}
+            text = out[-1]["content"]["text"] + update["content"]["text"]
+            out[-1] = {**out[-1], "content": {"type": "text", "text": text}}
         else:
             out.append(update)
     return out
