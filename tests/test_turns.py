@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import anyio
 import pytest
@@ -195,11 +194,12 @@ async def test_an_agent_exception_is_an_internal_error_and_the_session_keeps_wor
 
 
 class StubbornAdapter:
-    """Ignores cancellation: sleeps without asking its sink, then keeps talking."""
+    """Ignores cancellation: waits for the test without asking its sink, then keeps talking."""
 
     name = "stubborn"
 
     def __init__(self) -> None:
+        self.release = threading.Event()
         self.finished = threading.Event()
 
     def capabilities(self) -> AdapterCapabilities:
@@ -207,7 +207,7 @@ class StubbornAdapter:
 
     def run_turn(self, turn, sink):
         sink.text("before")
-        time.sleep(1.0)
+        self.release.wait(10)  # not the sink's sleep, so the cancel goes unheard
         try:
             sink.text("after the cancel")
         finally:
@@ -226,8 +226,11 @@ async def test_a_worker_that_ignores_cancellation_is_abandoned_and_its_later_out
         task = await editor.start_prompt(sid, "x")
         await editor.wait_for(lambda: editor.text(sid) == "before")
         await editor.notify("session/cancel", {"sessionId": sid})
-        assert (await task)["result"] == {"stopReason": "cancelled"}
-        await anyio.to_thread.run_sync(adapter.finished.wait, 10)
+        try:
+            assert (await task)["result"] == {"stopReason": "cancelled"}  # while the worker still runs
+        finally:
+            adapter.release.set()
+        assert await anyio.to_thread.run_sync(adapter.finished.wait, 10)
         assert editor.text(sid) == "before"
 
 
@@ -248,7 +251,7 @@ class CountingAdapter:
         with self.lock:
             self.active += 1
             self.most = max(self.most, self.active)
-        sink.sleep(0.05)
+        sink.sleep(0.05)  # slow on purpose: two turns of one session running at once would overlap here
         with self.lock:
             self.active -= 1
         sink.text(turn.text)
