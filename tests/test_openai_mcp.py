@@ -8,7 +8,6 @@ by the fake endpoint, calls its tools through the same permission policy as buil
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +15,8 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
 from fake_openai import FakeOpenAI, reply
 from harness import running
 
@@ -48,7 +49,13 @@ def explode() -> str:
     raise ValueError("broken on purpose")
 
 if sys.argv[1:2] == ["http"]:
-    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    import socket
+    import uvicorn
+    # Listening before the port is announced: the test connects as soon as it reads the line.
+    listener = socket.create_server(("127.0.0.1", 0))
+    print(listener.getsockname()[1], flush=True)
+    app = server.streamable_http_app(host="127.0.0.1")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
 else:
     server.run()
 '''
@@ -72,10 +79,12 @@ def make_agent(fake: FakeOpenAI, tmp_path, journal: Journal | None = None) -> Ac
                                   env={"XDG_CONFIG_HOME": str(tmp_path / "config")}), journal=journal)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+async def announced_port(process: Process) -> int:
+    """The port the test MCP server prints once it listens."""
+    assert process.stdout is not None
+    with anyio.fail_after(20):
+        line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 16)
+    return int(line)
 
 
 def tool_results(body: dict[str, Any]) -> dict[str, str]:
@@ -124,17 +133,10 @@ async def test_an_mcp_server_that_cannot_start_is_shown_failed_and_the_turn_goes
 
 
 async def test_an_http_mcp_server_is_connected_when_the_agent_advertises_http(fake, script, tmp_path):
-    port = free_port()
-    process = await anyio.open_process([sys.executable, script, "http", str(port)],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = await anyio.open_process([sys.executable, script, "http"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
-        with anyio.fail_after(20):
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    await anyio.sleep(0.05)  # bounded polling for the server's port
+        port = await announced_port(process)
         fake.script(reply(tools=[("mcp__web__add", {"a": 40, "b": 2})]), reply("42"))
         async with running(make_agent(fake, tmp_path)) as editor:
             init = await editor.initialize()
@@ -162,11 +164,16 @@ def exited(pid: int) -> bool:
 
 
 async def wait_exited(pid: int) -> None:
-    with anyio.fail_after(10):
-        while True:
-            if exited(pid):
-                return
-            await anyio.sleep(0.05)  # bounded polling for the server process to exit
+    """Until `pid` exits: the agent's child, not ours to wait for, so through a pidfd (Linux)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # exited and reaped already
+    try:
+        with anyio.fail_after(10):
+            await anyio.wait_readable(pidfd)  # a pidfd turns readable when its process exits
+    finally:
+        os.close(pidfd)
 
 
 def logged_server(script: str, log) -> dict[str, Any]:
