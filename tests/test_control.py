@@ -53,8 +53,10 @@ async def test_each_permission_answer_means_what_it_says(tmp_path, option, secon
 
 async def test_an_always_answer_for_one_program_does_not_cover_another(tmp_path):
     agent = AcpAgent(ScriptedAdapter.from_data({"scenarios": [
-        {"match": "git", "steps": [{"tool": "git", "kind": "execute", "input": {"command": "git status"}, "ask": True}]},
-        {"match": "rm", "steps": [{"tool": "rm", "kind": "execute", "input": {"command": "rm -rf build"}, "ask": True}]},
+        {"match": "git", "steps": [
+            {"tool": "git", "kind": "execute", "input": {"command": "git status"}, "ask": True}]},
+        {"match": "rm", "steps": [
+            {"tool": "rm", "kind": "execute", "input": {"command": "rm -rf build"}, "ask": True}]},
     ]}))
     async with running(agent) as editor:
         editor.handlers["session/request_permission"] = answering("allow_always")
@@ -89,7 +91,8 @@ async def test_a_permission_without_an_answer_in_time_is_denied_withdrawn_and_th
         assert "No answer to the permission request within 0.2 s" in failed[0]["content"][0]["content"]["text"]
         assert editor.text(sid) == "carried on"
         (request,) = asked(editor)
-        assert {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": request["id"]}} in editor.unsolicited
+        cancel = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": request["id"]}}
+        assert cancel in editor.unsolicited
 
 
 async def test_a_repeated_or_late_answer_is_ignored(tmp_path):
@@ -124,7 +127,8 @@ async def test_modes_are_offered_changed_announced_and_remembered_across_a_resta
             {"sessionUpdate": "config_option_update", "configOptions": [
                 {**created["configOptions"][0], "currentValue": "read-only"}]},
         ]
-        result = await editor.request("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "yolo"})
+        result = await editor.request("session/set_config_option",
+                                      {"sessionId": sid, "configId": "mode", "value": "yolo"})
         assert result["configOptions"][0]["currentValue"] == "yolo"
         assert editor.updates[sid][-1] == {"sessionUpdate": "current_mode_update", "currentModeId": "yolo"}
         for bad in ({"modeId": "reckless"},):
@@ -181,7 +185,8 @@ class ProbeAdapter:
     def capabilities(self) -> AdapterCapabilities:
         return AdapterCapabilities(
             context_window=1000,
-            config_options=(ConfigOption("model", "Model", (ConfigChoice("small", "Small"), ConfigChoice("large", "Large")),
+            config_options=(ConfigOption("model", "Model",
+                                         (ConfigChoice("small", "Small"), ConfigChoice("large", "Large")),
                                          "small", category="model"),),
             commands=(SlashCommand("review", "Review the diff", hint="files"),),
         )
@@ -212,7 +217,8 @@ async def test_adapter_options_are_validated_and_reach_the_turn(tmp_path):
         model = created["configOptions"][1]
         assert model["id"] == "model" and model["category"] == "model" and model["currentValue"] == "small"
         await editor.prompt(sid, "go")
-        result = await editor.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "large"})
+        result = await editor.request("session/set_config_option",
+                                      {"sessionId": sid, "configId": "model", "value": "large"})
         assert result["configOptions"][1]["currentValue"] == "large"
         for bad in ({"configId": "model", "value": "huge"}, {"configId": "colour", "value": "red"},
                     {"configId": "model", "type": "boolean", "value": True}):
@@ -233,7 +239,8 @@ async def test_commands_are_announced_and_built_ins_are_answered_by_the_server(t
         sid = await editor.new_session(tmp_path)
         await editor.wait_for(lambda: editor.updates[sid])
         (announced,) = editor.updates[sid]
-        assert [c["name"] for c in announced["availableCommands"]] == ["help", "mode", "permissions", "status", "review"]
+        names = [c["name"] for c in announced["availableCommands"]]
+        assert names == ["help", "mode", "permissions", "status", "review"]
         assert announced["availableCommands"][4]["input"] == {"hint": "files"}
         await editor.prompt(sid, "/help")
         assert "`/review files`: Review the diff" in editor.text(sid)
@@ -289,7 +296,8 @@ async def test_cancel_withdraws_a_pending_question(tmp_path):
         await editor.notify("session/cancel", {"sessionId": sid})
         assert (await task)["result"] == {"stopReason": "cancelled"}
         (request,) = asked(editor, "elicitation/create")
-        assert {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": request["id"]}} in editor.unsolicited
+        cancel = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": request["id"]}}
+        assert cancel in editor.unsolicited
 
 
 async def test_permission_decisions_are_journaled(tmp_path):

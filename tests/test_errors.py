@@ -189,7 +189,8 @@ async def test_a_second_request_reusing_an_in_flight_id_is_refused(tmp_path):
     async with running(waiting_agent()) as editor:
         sid, task = await start_waiting_turn(editor, tmp_path)
         in_flight = editor.last_id
-        response = await editor.request_raw("session/new", {"cwd": str(tmp_path), "mcpServers": []}, id=in_flight + 1000)
+        response = await editor.request_raw("session/new", {"cwd": str(tmp_path), "mcpServers": []},
+                                            id=in_flight + 1000)
         assert "result" in response
         duplicate = json.dumps({"jsonrpc": "2.0", "id": in_flight, "method": "authenticate",
                                 "params": {"methodId": "x"}})

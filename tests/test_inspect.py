@@ -10,7 +10,8 @@ import pytest
 
 SCRIPT = {"scenarios": [{"match": "", "steps": [
     {"think": "considering"},
-    {"tool": "Call API", "kind": "fetch", "input": {"url": "https://example.invalid", "api_key": "sk-abcdefghijklmnopqrstuvwx"},
+    {"tool": "Call API", "kind": "fetch",
+     "input": {"url": "https://example.invalid", "api_key": "sk-abcdefghijklmnopqrstuvwx"},
      "result": "Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123"},
     {"say": "All done."},
 ]}]}
@@ -57,7 +58,8 @@ def test_runs_events_and_export_show_the_raw_journal_without_secrets(journal_wit
     (run_line,) = acp("runs", session["sessionId"], "--db", db, cwd=tmp_path).stdout.splitlines()
     run_id = run_line.split()[0]
     assert " completed " in run_line
-    events = [json.loads(line) for line in acp("events", run_id, "--db", db, "--json", cwd=tmp_path).stdout.splitlines()]
+    listed = acp("events", run_id, "--db", db, "--json", cwd=tmp_path).stdout
+    events = [json.loads(line) for line in listed.splitlines()]
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert all(e["event_id"] == f"{run_id}:{e['seq']}" for e in events)
     assert events[0]["type"] == "prompt" and events[-1]["type"] == "done" and events[-1]["terminal"]

@@ -33,7 +33,8 @@ def test_remembered_answers_come_before_the_mode_but_read_only_still_refuses_cha
 
 
 def test_always_answers_for_commands_are_scoped_to_the_program():
-    git_status, git_push, rm = (tool("execute", "run", c) for c in ("git status", "FOO=1 /usr/bin/git push", "rm -rf /"))
+    commands = ("git status", "FOO=1 /usr/bin/git push", "rm -rf /")
+    git_status, git_push, rm = (tool("execute", "run", c) for c in commands)
     assert always_key(git_status) == always_key(git_push) == "execute:git"
     remembered = {always_key(git_status): True}
     assert decide("ask", git_push, remembered) == "allow"

@@ -39,8 +39,8 @@ def test_a_print_from_the_agent_never_reaches_the_wire(server, tmp_path):
     srv.close_stdin()
     assert srv.wait() == 0
     srv.remaining_frames()
-    chunks = [f["params"]["update"]["content"]["text"] for f in srv.frames
-              if f.get("method") == "session/update" and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
+    updates = [f["params"]["update"] for f in srv.frames if f.get("method") == "session/update"]
+    chunks = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
     assert "".join(chunks) == "before after"
     assert b"STRAY PRINT" in srv.stderr
 
