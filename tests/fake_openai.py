@@ -27,7 +27,7 @@ class Stream:
     """A 200 answer: `chunks` as SSE events, then `data: [DONE]` unless held open."""
 
     chunks: list[dict[str, Any]]
-    gap: float = 0.0
+    gap: float = 0.0  # seconds between chunks: a model that is slow on purpose
     hold_open: bool = False
     hold_headers: bool = False  # wait for the client to go away before answering at all
 

@@ -83,7 +83,7 @@ def _write(session: SessionInfo) -> str:
 def _forever(session: SessionInfo) -> Iterator[str]:
     while True:
         yield "tick "
-        session.sink.sleep(0.05)
+        session.sink.sleep(0.05)  # slow on purpose; the sink's sleep ends early at a cancel
 
 
 class TestCallableAdapter(AdapterContract):

@@ -342,7 +342,7 @@ async def main(path, name):
             envelope = Envelope(name + "-run", name, seq, TextDelta(f"{name} {seq}"))
             await journal.append(envelope, durable=seq % 20 == 0)
             if seq % 100 == 0:
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # a yield, so the two writers interleave
         await journal.finish_run(name + "-run", "end_turn")
     print("done", flush=True)
 
