@@ -188,7 +188,6 @@ class AdapterCapabilities:
     embedded_context: bool = False
     mcp_http: bool = False
     mcp_sse: bool = False
-    restores_history: bool = False
     context_window: int | None = None
     config_options: tuple[ConfigOption, ...] = ()
     commands: tuple[SlashCommand, ...] = ()

@@ -21,7 +21,7 @@ from adapters.testing import REJECT, RecordingSink, RunningTurn, TurnRecord, sta
 
 HEALTH_BUDGET = 2.0
 SIDE_EFFECTS = ("write_text_file", "run_command")
-FLAGS = ("streaming", "image", "audio", "embedded_context", "mcp_http", "mcp_sse", "restores_history")
+FLAGS = ("streaming", "image", "audio", "embedded_context", "mcp_http", "mcp_sse")
 
 
 @pytest.fixture
