@@ -16,8 +16,8 @@ from adapters.base import Message
 from adapters.events import (
     DiffContent,
     Envelope,
-    PlanEntry,
     PermissionDecided,
+    PlanEntry,
     PlanUpdated,
     PromptReceived,
     RuntimeEvent,
