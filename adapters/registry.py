@@ -200,7 +200,7 @@ def _call_factory(factory: Callable[..., Any], *, agent: str, target: str, setti
 def _accepts(factory: Callable[..., Any] | None, agent: str, settings: Mapping[str, Any]) -> None:
     """Refuse settings the factory would not receive (None: nothing is called with settings):
     silently dropping `--script` would leave someone wondering why their scenarios never play."""
-    accepted = _keyword_names(factory) if factory is not None else set()
+    accepted = _keyword_names(factory) if factory is not None else set[str]()
     if accepted is None:
         return
     for key in settings:
