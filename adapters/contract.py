@@ -77,10 +77,10 @@ class AdapterContract:
     # --- helpers ---------------------------------------------------------------------------
 
     def _prompt(self, hook: str) -> str:
-        prompt = getattr(self, hook)()
+        prompt: str | None = getattr(self, hook)()
         if prompt is None:
             pytest.skip(f"{type(self).__name__}.{hook}() returns None: this check does not apply")
-        return prompt  # type: ignore[no-any-return]
+        return prompt
 
     def _start(self, adapter: RuntimeAdapter, prompt: str, sink: RecordingSink | None = None) -> RunningTurn:
         return start_turn(adapter, prompt, sink=sink, **self.turn_fields())

@@ -87,18 +87,17 @@ async def stream(
     span: Span,
     *,
     types: Sequence[str] = (),
-    page_size: int = PAGE_SIZE,
 ) -> AsyncIterator[EventRecord]:
-    """The span's events in order, fetched `page_size` rows per query."""
+    """The span's events in order, fetched `PAGE_SIZE` rows per query."""
     sql, params = _page_query(span, types)
     key: tuple[int, int] = span.start
     while True:
         # Within one run the key is the seq alone, so the index serves the order with no sort.
         key_params: tuple[int, ...] = key if span.run_no is None else key[1:]
-        rows = list(await conn.execute_fetchall(sql, (*params, *key_params, page_size)))
+        rows = list(await conn.execute_fetchall(sql, (*params, *key_params, PAGE_SIZE)))
         for row in rows:
             yield _record(row)
-        if len(rows) < page_size:
+        if len(rows) < PAGE_SIZE:
             return
         key = (rows[-1][7], rows[-1][1])
 
