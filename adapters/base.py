@@ -38,7 +38,7 @@ class TurnInput:
     prompt: tuple[dict[str, Any], ...]
     history: tuple[Message, ...] = ()
     mode: str | None = None
-    config: Mapping[str, Any] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict[str, Any])
     mcp_servers: tuple[dict[str, Any], ...] = ()
     additional_directories: tuple[str, ...] = ()  # more workspace roots besides cwd
 
@@ -175,7 +175,8 @@ class Health:
 
     ok: bool
     detail: str
-    settings: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # name -> (value, source)
+    # name -> (value, source)
+    settings: Mapping[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +189,6 @@ class AdapterCapabilities:
     embedded_context: bool = False
     mcp_http: bool = False
     mcp_sse: bool = False
-    restores_history: bool = False
     context_window: int | None = None
     config_options: tuple[ConfigOption, ...] = ()
     commands: tuple[SlashCommand, ...] = ()
@@ -217,4 +217,9 @@ def close_session(adapter: RuntimeAdapter, session_id: str) -> None:
 def health_of(adapter: RuntimeAdapter) -> Health:
     """The adapter's own `health()` when it has one; otherwise healthy by construction."""
     check = getattr(adapter, "health", None)
-    return check() if callable(check) else Health(True, "no checks needed")
+    if not callable(check):
+        return Health(True, "no checks needed")
+    health = check()
+    if not isinstance(health, Health):
+        raise TypeError(f"{type(adapter).__name__}.health() returned {type(health).__name__}, not Health")
+    return health

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from adapters.base import AdapterCapabilities, Health, Message, Sink, TurnInput
 from adapters.events import StopReason
@@ -77,11 +77,11 @@ class CallableAdapter(SimpleAdapter):
             return "end_turn"
         if not isinstance(reply, Iterable):
             raise TypeError(f"{self._source} returned {type(reply).__name__}; expected str, an iterator of str or None")
-        _stream(iter(reply), sink, self._source)
+        _stream(iter(cast("Iterable[object]", reply)), sink, self._source)
         return "end_turn"
 
 
-def _stream(chunks: Any, sink: Sink, source: str) -> None:
+def _stream(chunks: Iterator[object], sink: Sink, source: str) -> None:
     try:
         for chunk in chunks:
             if not isinstance(chunk, str):

@@ -21,7 +21,7 @@ from adapters.testing import REJECT, RecordingSink, RunningTurn, TurnRecord, sta
 
 HEALTH_BUDGET = 2.0
 SIDE_EFFECTS = ("write_text_file", "run_command")
-FLAGS = ("streaming", "image", "audio", "embedded_context", "mcp_http", "mcp_sse", "restores_history")
+FLAGS = ("streaming", "image", "audio", "embedded_context", "mcp_http", "mcp_sse")
 
 
 @pytest.fixture
@@ -77,10 +77,10 @@ class AdapterContract:
     # --- helpers ---------------------------------------------------------------------------
 
     def _prompt(self, hook: str) -> str:
-        prompt = getattr(self, hook)()
+        prompt: str | None = getattr(self, hook)()
         if prompt is None:
             pytest.skip(f"{type(self).__name__}.{hook}() returns None: this check does not apply")
-        return prompt  # type: ignore[no-any-return]
+        return prompt
 
     def _start(self, adapter: RuntimeAdapter, prompt: str, sink: RecordingSink | None = None) -> RunningTurn:
         return start_turn(adapter, prompt, sink=sink, **self.turn_fields())

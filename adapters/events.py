@@ -8,15 +8,15 @@ the journal. Nothing here knows about ACP or SQLite.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 ToolKind = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
 ]
 ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
-TOOL_KINDS: frozenset[str] = frozenset(ToolKind.__args__)  # type: ignore[attr-defined]
-STOP_REASONS: frozenset[str] = frozenset(StopReason.__args__)  # type: ignore[attr-defined]
+TOOL_KINDS: frozenset[str] = frozenset(get_args(ToolKind))
+STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
 
 
 # --- tool call content -------------------------------------------------------------------
@@ -160,14 +160,10 @@ RuntimeEvent = (
 
 @dataclass(frozen=True, slots=True)
 class Envelope:
-    """One numbered event of one run: `event_id` is `run_id:seq` and never changes."""
+    """One numbered event of one run; the journal names it `run_id:seq`, which never changes."""
 
     run_id: str
     session_id: str
     seq: int
     event: RuntimeEvent
     created_at: float = field(default=0.0)
-
-    @property
-    def event_id(self) -> str:
-        return f"{self.run_id}:{self.seq}"

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import Any, TypeGuard
 
 from adapters.base import RuntimeAdapter
 
@@ -29,7 +29,6 @@ BUILTINS: Mapping[str, str] = {
     "python": "adapters.registry:python_agent",
     "openai": "adapters.openai:OpenAIAdapter",
 }
-BUILTIN_AGENTS = tuple(BUILTINS)
 EXTRAS: Mapping[str, str] = {"openai": "acp-server[openai]"}  # how to install a built-in's dependencies
 ADAPTER_MEMBERS = ("name", "capabilities", "run_turn", "cancel")
 
@@ -143,7 +142,7 @@ def build(obj: Any, *, agent: str, target: str, settings: Mapping[str, Any]) -> 
     """An adapter from what a name points to: an adapter, a factory or class, or a run function."""
     if is_adapter(obj):
         _accepts(None, agent, settings)
-        return obj  # type: ignore[no-any-return]
+        return obj
     if not callable(obj):
         raise ValueError(f"{_label(agent, target)} is {_kind(obj)}, which is neither an adapter "
                          f"({_missing(obj)}) nor a factory or run function")
@@ -152,14 +151,15 @@ def build(obj: Any, *, agent: str, target: str, settings: Mapping[str, Any]) -> 
         return _wrap(obj, target)
     made = _call_factory(obj, agent=agent, target=target, settings=settings)
     if is_adapter(made):
-        return made  # type: ignore[no-any-return]
+        return made
     if is_run_function(made):
         return _wrap(made, f"{target}()")
     raise ValueError(f"{_label(agent, target)}: the factory returned {_kind(made)}, which is neither an adapter "
                      f"({_missing(made)}) nor a run(prompt, session) function")
 
 
-def is_adapter(obj: Any) -> bool:
+def is_adapter(obj: Any) -> TypeGuard[RuntimeAdapter]:
+    """Whether `obj` is an adapter instance: every member of the protocol, not a class."""
     return not inspect.isclass(obj) and not _missing_members(obj)
 
 
@@ -200,7 +200,7 @@ def _call_factory(factory: Callable[..., Any], *, agent: str, target: str, setti
 def _accepts(factory: Callable[..., Any] | None, agent: str, settings: Mapping[str, Any]) -> None:
     """Refuse settings the factory would not receive (None: nothing is called with settings):
     silently dropping `--script` would leave someone wondering why their scenarios never play."""
-    accepted = _keyword_names(factory) if factory is not None else set()
+    accepted = _keyword_names(factory) if factory is not None else set[str]()
     if accepted is None:
         return
     for key in settings:

@@ -13,7 +13,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -182,7 +182,7 @@ class Scenario(_Model):
 
 
 class Script(_Model):
-    scenarios: list[Scenario] = Field(default_factory=list)
+    scenarios: list[Scenario] = Field(default_factory=list[Scenario])
     context_window: int = Field(default=DEFAULT_CONTEXT_WINDOW, alias="contextWindow", ge=1)
 
     def find(self, text: str) -> Scenario | None:
@@ -251,13 +251,14 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return "".join(parts) or "top level"
 
 
-def _action_problem(value: Any) -> str:
+def _action_problem(value: object) -> str:
     if not isinstance(value, dict):
         return "a step must be an object"
-    found = [key for key in ACTIONS if key in value]
+    step = cast("dict[str, object]", value)  # parsed from JSON, so its keys are str
+    found = [key for key in ACTIONS if key in step]
     if found:
         return f"a step does one thing, got {' and '.join(found)}"
-    keys = ", ".join(repr(key) for key in value) or "none"
+    keys = ", ".join(repr(key) for key in step) or "none"
     return f"no action key (keys: {keys}); a step needs one of {', '.join(ACTIONS)}"
 
 

@@ -52,7 +52,7 @@ class Answers:
 
     permission: PermissionDecision | Callable[[ToolCallStarted], PermissionDecision] = field(
         default_factory=lambda: PermissionDecision(True))
-    files: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict[str, str])
     command: CommandResult | Callable[[str], CommandResult] = field(default_factory=lambda: CommandResult("", 0))
     clarify: str | None = None
 

@@ -1,10 +1,11 @@
 """SQLite sessions and run journals; knows nothing of ACP.
 
-`Journal` (store.py) is the entry point; the records, run states, event codec and redaction
-it uses are re-exported here so callers import from `journal` alone.
+`Journal` (store.py) is the entry point; the records, run states, event codec, durability
+table and redaction it uses are re-exported here so callers import from `journal` alone.
 """
 
 from journal.codec import decode_event, encode_event
+from journal.durability import DURABLE_KINDS, is_durable
 from journal.errors import JournalClosedError, JournalError, JournalVersionError
 from journal.records import EventRecord, RunRecord, SessionRecord
 from journal.redact import redact
@@ -12,6 +13,7 @@ from journal.states import TERMINAL_STATES, RunState, normalize_state
 from journal.store import Journal, default_path
 
 __all__ = [
+    "DURABLE_KINDS",
     "TERMINAL_STATES",
     "EventRecord",
     "Journal",
@@ -24,6 +26,7 @@ __all__ = [
     "decode_event",
     "default_path",
     "encode_event",
+    "is_durable",
     "normalize_state",
     "redact",
 ]

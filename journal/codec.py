@@ -38,13 +38,13 @@ def decode_event(type_: str, payload: dict[str, Any]) -> ev.RuntimeEvent:
     return typing.cast(ev.RuntimeEvent, _build(cls, payload))
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if isinstance(value, list | tuple):
-        return [_jsonable(item) for item in value]
+        return [_jsonable(item) for item in typing.cast("list[object] | tuple[object, ...]", value)]
     if isinstance(value, dict):
-        return {str(key): _jsonable(item) for key, item in value.items()}
+        return {str(key): _jsonable(item) for key, item in typing.cast("dict[object, object]", value).items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {name: _jsonable(getattr(value, name)) for name in _field_names(type(value))}
     # Agents put anything in raw_input; the journal must never fail a turn over it.
@@ -61,22 +61,22 @@ def _build(cls: type[Any], payload: dict[str, Any]) -> Any:
         raise ValueError(f"payload does not fit {cls.__name__}: {exc}") from None
 
 
-def _decode(hint: Any, value: Any) -> Any:
+def _decode(hint: Any, value: object) -> Any:
     if value is None:
         return None
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         return _decode_union(typing.get_args(hint), value)
-    if origin is tuple and isinstance(value, list):
+    if origin is tuple and _is_array(value):
         item_hint = typing.get_args(hint)[0]
         return tuple(_decode(item_hint, item) for item in value)
-    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+    if dataclasses.is_dataclass(hint) and _is_object(value):
         return _build(typing.cast(type[Any], hint), value)
     return value
 
 
-def _decode_union(arms: tuple[Any, ...], value: Any) -> Any:
-    if isinstance(value, dict) and "kind" in value:
+def _decode_union(arms: tuple[Any, ...], value: object) -> Any:
+    if _is_object(value) and "kind" in value:
         for arm in arms:
             if isinstance(arm, type) and dataclasses.is_dataclass(arm) and _kind_of(arm) == value["kind"]:
                 return _build(arm, value)
@@ -84,6 +84,15 @@ def _decode_union(arms: tuple[Any, ...], value: Any) -> Any:
         if arm is not type(None) and (typing.get_origin(arm) is tuple or dataclasses.is_dataclass(arm)):
             return _decode(arm, value)
     return value
+
+
+# TypeGuard, not TypeIs: a value that is not an array or object stays `object`, as it was.
+def _is_object(value: object) -> typing.TypeGuard[dict[str, Any]]:
+    return isinstance(value, dict)  # from json.loads, so its keys are str
+
+
+def _is_array(value: object) -> typing.TypeGuard[list[object]]:
+    return isinstance(value, list)
 
 
 _FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}

@@ -12,7 +12,7 @@ import json
 import math
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from adapters.events import RuntimeEvent
 from journal.states import RunState
@@ -33,8 +33,8 @@ class SessionRecord:
     title: str | None = None
     adapter: str = ""
     mode: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    permissions: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict[str, Any])
+    permissions: dict[str, Any] = field(default_factory=dict[str, Any])
     additional_dirs: tuple[str, ...] = ()
     created_at: float = 0.0
     updated_at: float = 0.0
@@ -71,6 +71,10 @@ class EventRecord:
     payload: dict[str, Any]
 
 
+@overload
+def storable(text: str) -> str: ...
+@overload
+def storable(text: None) -> None: ...
 def storable(text: str | None) -> str | None:
     """`text` as SQLite can store it: lone surrogates (valid in JSON strings, not in UTF-8)
     become U+FFFD instead of failing the whole write."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 REDACTED = "[REDACTED]"
 
@@ -67,11 +67,11 @@ def redact(value: Any) -> Any:
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
-        return {key: _redact_item(key, item) for key, item in value.items()}
+        return {key: _redact_item(key, item) for key, item in cast("dict[object, object]", value).items()}
     if isinstance(value, list):
-        return [redact(item) for item in value]
+        return [redact(item) for item in cast("list[object]", value)]
     if isinstance(value, tuple):
-        return tuple(redact(item) for item in value)
+        return tuple(redact(item) for item in cast("tuple[object, ...]", value))
     return value
 
 
@@ -84,11 +84,12 @@ def redact_text(text: str) -> str:
     return _PATTERN.sub(_replace, text)
 
 
-def is_secret_key(key: str) -> bool:
+def is_secret_key(key: object) -> bool:
+    """Whether a dict key names a secret; keys that are not str (ints, ...) never do."""
     return _is_secret_key(key) if isinstance(key, str) else False
 
 
-def _redact_item(key: Any, item: Any) -> Any:
+def _redact_item(key: object, item: object) -> Any:
     if item is None or isinstance(item, bool) or item == "" or not is_secret_key(key):
         return redact(item)
     return REDACTED

@@ -37,9 +37,12 @@ async def resolve_span(
     *,
     session_id: str | None,
     run_id: str | None,
-    after: str | int | None,
+    after: object,
 ) -> Span | None:
-    """The span a replay request names; None when its session or run does not exist."""
+    """The span a replay request names; None when its session or run does not exist.
+
+    `after` is checked here, whatever its static type: a str event id, an int seq or None.
+    """
     start = (-1, 0)
     if isinstance(after, str):
         start_run, seq = parse_event_id(after)
@@ -84,20 +87,19 @@ async def stream(
     span: Span,
     *,
     types: Sequence[str] = (),
-    page_size: int = PAGE_SIZE,
 ) -> AsyncIterator[EventRecord]:
-    """The span's events in order, fetched `page_size` rows per query."""
+    """The span's events in order, fetched `PAGE_SIZE` rows per query."""
     sql, params = _page_query(span, types)
-    key = span.start
+    key: tuple[int, int] = span.start
     while True:
         # Within one run the key is the seq alone, so the index serves the order with no sort.
-        key_params = key if span.run_no is None else key[1:]
-        rows = list(await conn.execute_fetchall(sql, (*params, *key_params, page_size)))
+        key_params: tuple[int, ...] = key if span.run_no is None else key[1:]
+        rows = list(await conn.execute_fetchall(sql, (*params, *key_params, PAGE_SIZE)))
         for row in rows:
             yield _record(row)
-        if len(rows) < page_size:
+        if len(rows) < PAGE_SIZE:
             return
-        key = (row[7], row[1])
+        key = (rows[-1][7], rows[-1][1])
 
 
 async def conversation(conn: aiosqlite.Connection, session_id: str) -> list[Message]:

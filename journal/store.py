@@ -25,6 +25,7 @@ from adapters.base import Message
 from adapters.events import Envelope
 from journal import owners, replay, schema
 from journal.codec import encode_event
+from journal.durability import is_durable
 from journal.errors import JournalClosedError
 from journal.records import (
     RUN_COLUMNS,
@@ -44,8 +45,6 @@ from journal.sqlite import WriteConnection, connect
 from journal.states import RunState, normalize_state
 from journal.writer import GroupCommitter, PendingEvent, write_batch
 
-# Events a client must never lose once told about them: a run's prompt, a visible tool, its end.
-DURABLE_TYPES = frozenset({"prompt", "tool_started", "done"})
 MAX_BACKLOG = 8192
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 INTERRUPTED_ERROR = "the server process ended while the run was in progress"
@@ -291,8 +290,9 @@ class Journal:
     async def append(self, envelope: Envelope, *, durable: bool = False) -> None:
         """Queue one event (redacted) for the next group commit.
 
-        Returns at once unless `durable` or the event is a prompt, a tool start or the run's
-        end: those return only once committed, and raise if the database refused them.
+        Returns at once unless `durable` or the event is durable by `journal.durability`
+        (a prompt, a tool start or dispatch, a permission, the run's end): those return only
+        once committed, and raise if the database refused them.
         """
         self._check_open()
         kind, payload = encode_event(envelope.event)
@@ -305,7 +305,7 @@ class Journal:
             terminal=kind == "done",
             payload=storable(_JSON.encode(redact(payload))),
         )
-        waiter = self._committer.submit(item, durable=durable or kind in DURABLE_TYPES)
+        waiter = self._committer.submit(item, durable=durable or is_durable(envelope.event))
         if waiter is not None:
             await waiter
         elif self._committer.backlog >= MAX_BACKLOG:

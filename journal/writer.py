@@ -1,8 +1,8 @@
 """Group commit: queued events go to SQLite in one transaction per batch, from one task.
 
 `GroupCommitter` owns the queue and the background task (started by the journal, joined in
-its `close`); a batch is committed when it reaches `batch_size`, when someone waits for it
-(a durable append, a flush) or `window` seconds after its first event, whichever comes first.
+its `close`); a batch is committed when it reaches `BATCH_SIZE`, when someone waits for it
+(a durable append, a flush) or `WINDOW` seconds after its first event, whichever comes first.
 `write_batch` is the batch's SQL, run inside the journal's write transaction.
 """
 
@@ -22,6 +22,9 @@ from journal.errors import JournalClosedError
 
 log = logging.getLogger("journal")
 
+WINDOW = 0.025  # seconds a batch waits for company before it is committed anyway
+BATCH_SIZE = 256
+
 
 @dataclass(frozen=True, slots=True)
 class PendingEvent:
@@ -39,10 +42,8 @@ CommitBatch = Callable[[list[PendingEvent]], Awaitable[dict[int, Exception]]]
 
 
 class GroupCommitter:
-    def __init__(self, commit: CommitBatch, *, window: float = 0.025, batch_size: int = 256) -> None:
+    def __init__(self, commit: CommitBatch) -> None:
         self._commit = commit
-        self._window = window
-        self._batch_size = batch_size
         self._queue: list[PendingEvent] = []
         self._waiters: list[asyncio.Future[None] | None] = []  # parallel to _queue
         # Resolves (with the batch's error or None) once the queued events are committed.
@@ -70,7 +71,7 @@ class GroupCommitter:
         waiter = loop.create_future() if durable else None
         self._queue.append(item)
         self._waiters.append(waiter)
-        if durable or len(self._queue) >= self._batch_size:
+        if durable or len(self._queue) >= BATCH_SIZE:
             self._now.set()
         self._wake.set()
         return waiter
@@ -104,7 +105,7 @@ class GroupCommitter:
                 continue
             if not self._now.is_set() and not self._closing:
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._window):
+                    async with asyncio.timeout(WINDOW):
                         await self._now.wait()
             await self._commit_queued()
 

@@ -190,6 +190,17 @@ def test_health_of_an_adapter_without_health_is_healthy():
     assert health_of(Bare()) == Health(True, "no checks needed")  # type: ignore[arg-type]
 
 
+def test_a_health_that_returns_no_health_is_named_where_it_is_called():
+    class Vague(SimpleAdapter):
+        def health(self):  # type: ignore[override]
+            return "fine"
+
+    from adapters.base import health_of
+
+    with pytest.raises(TypeError, match=r"^Vague.health\(\) returned str, not Health$"):
+        health_of(Vague())
+
+
 # --- ...and fails adapters that break it ---------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from adapters.base import Message
 from adapters.events import (
     DiffContent,
     Envelope,
+    PermissionDecided,
     PlanEntry,
     PlanUpdated,
     PromptReceived,
@@ -39,9 +40,11 @@ from journal import (
     SessionRecord,
     decode_event,
     default_path,
+    is_durable,
     normalize_state,
     owners,
 )
+from journal.codec import EVENT_TYPES
 from journal.schema import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parent.parent
@@ -306,6 +309,43 @@ async def test_prompts_tool_starts_and_run_ends_are_durable_without_asking(db: P
                 seen.append(conn.execute("SELECT count(*) FROM events").fetchone()[0])
 
     assert seen == [1, 2, 3]
+
+
+# Every event kind, and both sides of the tool update's dispatched rule: durable means committed
+# when append returns (what the bridge's barrier before a tool runs relies on).
+DURABILITY = [
+    (PromptReceived(blocks=()), True),
+    (ToolCallStarted(tool_call_id="t", title="T"), True),
+    (ToolCallUpdated(tool_call_id="t", status="in_progress"), True),
+    (PermissionDecided(tool_call_id="t", outcome="allowed", by="user"), True),
+    (TurnFinished("end_turn"), True),
+    (ToolCallUpdated(tool_call_id="t", status="pending"), False),
+    (ToolCallUpdated(tool_call_id="t", status="completed"), False),
+    (TextDelta("a"), False),
+    (ThoughtDelta("b"), False),
+    (PlanUpdated(entries=()), False),
+    (UsageReported(input_tokens=1), False),
+    (TitleChanged("t"), False),
+]
+
+
+def test_the_durability_table_decides_for_every_event_kind() -> None:
+    assert {event.kind for event, _ in DURABILITY} == set(EVENT_TYPES)
+    assert [is_durable(event) for event, _ in DURABILITY] == [durable for _, durable in DURABILITY]
+
+
+@pytest.mark.parametrize(("event", "durable"), DURABILITY, ids=lambda v: getattr(v, "kind", str(v)))
+async def test_an_append_returns_committed_exactly_when_its_event_is_durable(
+    db: Path, event: RuntimeEvent, durable: bool
+) -> None:
+    async with await Journal.open(db) as journal:
+        await new_session(journal)
+        await journal.start_run(run_id="r1", session_id="s1")
+        await journal.append(Envelope("r1", "s1", 0, event))
+        with raw(db) as conn:
+            stored = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+
+    assert stored == (1 if durable else 0)
 
 
 async def test_an_append_the_database_refuses_fails_alone(db: Path) -> None:

@@ -19,6 +19,7 @@ from adapters.openai import OpenAIAdapter
 from adapters.openai.client import retry_wait, sse_data
 from adapters.openai.config import mask_key
 from adapters.openai.search import _GlobRules
+from adapters.openai.stream import Reply
 
 pytest.importorskip("httpx", reason="the openai extra is not installed")
 
@@ -170,6 +171,16 @@ def test_without_a_model_listing_the_configured_model_is_the_only_choice(fake, t
     assert adapter.capabilities().context_window is None
 
 
+def test_a_model_listing_that_is_not_a_list_counts_as_no_listing(fake, tmp_path):
+    fake.models = None  # the endpoint answers {"object": "list", "data": null}
+    adapter = OpenAIAdapter(model="mine", base_url=fake.base_url, env={"XDG_CONFIG_HOME": str(tmp_path)})
+    (model, _) = adapter.capabilities().config_options
+    assert [c.value for c in model.choices] == ["mine"]
+    health = adapter.health()
+    assert not health.ok
+    assert health.detail == f"{fake.base_url}/models did not answer with a model list"
+
+
 def test_a_turn_uses_the_model_and_effort_chosen_in_the_session_config(fake, tmp_path):
     fake.script(reply("ok"))
     adapter = OpenAIAdapter(model="gpt-4o", base_url=fake.base_url, env={"XDG_CONFIG_HOME": str(tmp_path)})
@@ -216,6 +227,22 @@ def test_a_cancelled_backoff_ends_the_turn_without_another_request(fake, tmp_pat
 def test_server_sent_events_join_data_lines_and_skip_comments_and_other_fields():
     lines = [": comment", "event: message", "data: {\"a\":", "data: 1}", "", "id: 3", "data:[DONE]", ""]
     assert list(sse_data(lines)) == ['{"a":\n1}', "[DONE]"]
+
+
+def test_chunk_parts_of_the_wrong_json_type_are_skipped_and_the_rest_is_kept():
+    reply = Reply()
+    sink = Sink()
+    malformed = [
+        {"choices": [{"index": 0, "delta": "not an object", "finish_reason": 7}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "function": "read_file"}]}}]},
+        {"choices": "none", "usage": ["not", "an", "object"]},
+    ]
+    for chunk in malformed:
+        reply.feed(chunk, sink)
+    reply.feed({"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}, sink)
+    assert sink.texts == ["ok"]
+    assert (reply.finish_reason, reply.usage) == ("stop", None)
+    assert [(c.id, c.name, c.arguments) for c in reply.tool_calls()] == [("c1", "", "")]
 
 
 def test_retry_after_is_honoured_in_seconds_milliseconds_or_as_a_date_and_capped():

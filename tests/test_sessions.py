@@ -198,7 +198,7 @@ class RecordingAdapter:
     def capabilities(self):
         from adapters.base import AdapterCapabilities
 
-        return AdapterCapabilities(restores_history=True)
+        return AdapterCapabilities()
 
     def run_turn(self, turn, sink):
         self.histories.append(list(turn.history))

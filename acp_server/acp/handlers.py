@@ -55,13 +55,10 @@ from adapters.events import (
     RuntimeEvent,
     TextDelta,
     TitleChanged,
-    ToolCallUpdated,
     TurnFinished,
 )
 from journal.states import RunState, normalize_state
 from journal.store import Journal
-
-DURABLE_KINDS = frozenset({"prompt", "tool_started", "permission", "done"})
 
 log = logging.getLogger(__name__)
 
@@ -410,9 +407,9 @@ class AcpAgent:
         """Every runtime event of every turn passes here, in order: journal, then the wire."""
         event = envelope.event
         if self.journal is not None:
-            durable = event.kind in DURABLE_KINDS or (
-                isinstance(event, ToolCallUpdated) and event.status == "in_progress")
-            await self.journal.append(envelope, durable=durable)
+            # Waits for durable events (journal.durability): a tool must not run before its
+            # dispatched record is committed.
+            await self.journal.append(envelope)
             if isinstance(event, TurnFinished):
                 await self.journal.finish_run(envelope.run_id, normalize_state(event.reason),
                                               stop_reason=event.reason, error=event.message)

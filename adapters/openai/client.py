@@ -13,11 +13,12 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from adapters.base import AgentError, Sink, TurnCancelled
+from adapters.openai.jsonvalues import is_array, is_object, objects
 
 if TYPE_CHECKING:
     import httpx
@@ -112,14 +113,19 @@ class Endpoint:
         if response.status_code != 200:
             raise AgentError(self._http_failure(response.status_code, _error_text(response.content), url))
         try:
-            data = response.json().get("data", [])
-        except (ValueError, AttributeError):
-            raise AgentError(f"{url} did not answer with a model list") from None
-        return [entry for entry in data if isinstance(entry, dict) and isinstance(entry.get("id"), str)]
+            body: object = response.json()
+        except ValueError:
+            body = None
+        data = body.get("data", []) if is_object(body) else None
+        if not is_array(data):  # also a `"data": null`, which used to escape as a TypeError
+            raise AgentError(f"{url} did not answer with a model list")
+        return [entry for entry in objects(data) if isinstance(entry.get("id"), str)]
 
     # --- chat completions --------------------------------------------------------------
 
-    def stream_chat(self, payload: dict[str, Any], *, sink: Sink, abort: Abort) -> Iterator[dict[str, Any]]:
+    def stream_chat(
+        self, payload: dict[str, Any], *, sink: Sink, abort: Abort
+    ) -> Generator[dict[str, Any], None, None]:
         """The parsed chunks of one streamed completion, retrying transient failures."""
         url = f"{self.base_url}/chat/completions"
         for attempt in range(MAX_RETRIES + 1):
@@ -134,7 +140,9 @@ class Endpoint:
             sink.sleep(wait)
 
     @contextmanager
-    def _open(self, url: str, payload: dict[str, Any], sink: Sink, abort: Abort) -> Iterator[httpx.Response]:
+    def _open(
+        self, url: str, payload: dict[str, Any], sink: Sink, abort: Abort
+    ) -> Generator[httpx.Response, None, None]:
         httpx = _httpx()
 
         if abort.aborted:
@@ -191,7 +199,7 @@ class Endpoint:
         return f"The model endpoint {self.base_url} failed (HTTP {status}{tries}){said}"
 
 
-def _httpx() -> Any:
+def _httpx():  # unannotated on purpose: pyright infers Module("httpx"), which no annotation spells
     """The httpx module, or an `AgentError` saying how to install it."""
     try:
         import httpx
@@ -225,7 +233,7 @@ def _parse_chunk(data: str) -> Iterator[dict[str, Any]]:
         except json.JSONDecodeError:
             raise AgentError(f"The model endpoint sent something that is not JSON: {data[:200]!r}") from None
     for chunk in parts:
-        if not isinstance(chunk, dict):
+        if not is_object(chunk):
             continue
         if chunk.get("error"):
             raise AgentError(f"The model endpoint reported an error: {_message_of(chunk)}")
@@ -261,12 +269,12 @@ def _error_text(body: bytes) -> str:
         data = json.loads(body)
     except ValueError:
         return body[:300].decode("utf-8", errors="replace").strip()
-    return _message_of(data) if isinstance(data, dict) else str(data)[:300]
+    return _message_of(data) if is_object(data) else str(data)[:300]
 
 
 def _message_of(data: dict[str, Any]) -> str:
     error = data.get("error", data)
-    if isinstance(error, dict):
+    if is_object(error):
         return str(error.get("message") or error.get("detail") or json.dumps(error))[:500]
     return str(error)[:500]
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapters.openai.jsonvalues import is_object
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MAX_TURN_REQUESTS = 25
 SECTION = "openai"
@@ -42,7 +44,7 @@ class Settings:
     temperature: float | None
     context_window: int | None
     config_path: str
-    sources: Mapping[str, str] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict[str, str])
     problems: tuple[str, ...] = ()
 
     @property
@@ -147,7 +149,7 @@ def _read_file(path: str) -> tuple[dict[str, Any], list[str]]:
     except tomllib.TOMLDecodeError as exc:
         return {}, [f"config file {shown} is not valid TOML: {exc}"]
     section = data.get(SECTION, {})
-    if not isinstance(section, dict):
+    if not is_object(section):  # TOML keys are str, as JSON's are
         return {}, [f"config file {shown}: [{SECTION}] must be a table"]
     unknown = sorted(set(section) - set(DEFAULTS))
     problems = [

@@ -16,16 +16,25 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, AsyncExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from adapters.base import Sink, ToolRefused, TurnCancelled
 from adapters.events import TextContent
+from adapters.openai.jsonvalues import objects
 from adapters.openai.tools import Action, Outcome, Tool, Workspace
+
+if TYPE_CHECKING:  # mcp is an optional extra, imported when a session first connects
+    import anyio
+    from anyio.from_thread import BlockingPortal
+    from mcp import Client
+    from mcp_types import CallToolResult
+    from mcp_types import Tool as McpTool
 
 CONNECT_TIMEOUT = 15.0
 CALL_TIMEOUT = 600.0
 POLL = 0.05
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_T = TypeVar("_T")
 
 
 def mcp_available() -> bool:
@@ -47,9 +56,9 @@ class McpTools:
         self._servers = [dict(server) for server in servers]
         self._cwd = cwd
         self._lock = threading.Lock()
-        self._portal_cm: AbstractContextManager[Any] | None = None
-        self._portal: Any = None
-        self._stop: Any = None
+        self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
+        self._portal: BlockingPortal | None = None
+        self._stop: anyio.Event | None = None
         self._tasks: list[concurrent.futures.Future[Any]] = []
         self._held: list[concurrent.futures.Future[Any]] = []  # tasks of connected servers
         self._closed = False
@@ -71,7 +80,8 @@ class McpTools:
             return
         try:
             import anyio.from_thread
-            import mcp  # noqa: F401
+
+            importlib.import_module("mcp")  # missing: say so once, not once per server
         except ImportError:
             _report_failure(sink, "MCP servers", "they need the mcp package: pip install 'acp-server[openai]'")
             return
@@ -81,7 +91,7 @@ class McpTools:
             self._portal_cm = anyio.from_thread.start_blocking_portal(name="mcp-connections")
             self._portal = portal = self._portal_cm.__enter__()
         try:
-            self._stop = portal.call(anyio.Event)
+            self._stop = portal.call(anyio.Event)  # created on the portal's loop, which awaits it
             for server in self._servers:
                 if self._closed:
                     break  # closed from another thread (the adapter is closing)
@@ -110,9 +120,9 @@ class McpTools:
 
     # --- connecting ----------------------------------------------------------------------
 
-    def _connect(self, portal: Any, server: Mapping[str, Any], sink: Sink) -> None:
+    def _connect(self, portal: BlockingPortal, server: Mapping[str, Any], sink: Sink) -> None:
         name = str(server.get("name") or "mcp")
-        ready: concurrent.futures.Future[tuple[Any, list[Any]]] = concurrent.futures.Future()
+        ready: concurrent.futures.Future[tuple[Client, list[McpTool]]] = concurrent.futures.Future()
         try:
             task = portal.start_task_soon(self._hold, server, ready)
         except RuntimeError:
@@ -133,7 +143,9 @@ class McpTools:
         self._held.append(task)
         self.tools += [self._tool(name, client, entry) for entry in listed]
 
-    async def _hold(self, server: Mapping[str, Any], ready: concurrent.futures.Future[Any]) -> None:
+    async def _hold(
+        self, server: Mapping[str, Any], ready: concurrent.futures.Future[tuple[Client, list[McpTool]]]
+    ) -> None:
         from mcp import Client
 
         try:
@@ -141,6 +153,7 @@ class McpTools:
                 client = await stack.enter_async_context(Client(await _target(server, self._cwd, stack)))
                 listed = await client.list_tools()
                 ready.set_result((client, list(listed.tools)))
+                assert self._stop is not None  # set before any server is connected
                 await self._stop.wait()
         except BaseException as exc:
             if not ready.done():
@@ -150,8 +163,8 @@ class McpTools:
 
     # --- calling -------------------------------------------------------------------------
 
-    def _tool(self, server: str, client: Any, entry: Any) -> Tool:
-        schema = entry.input_schema if isinstance(entry.input_schema, dict) else {"type": "object"}
+    def _tool(self, server: str, client: Client, entry: McpTool) -> Tool:
+        schema = entry.input_schema  # validated by mcp as a JSON object
 
         def build(args: Mapping[str, Any], ws: Workspace) -> Action:
             return Action(f"{server}: {entry.title or entry.name}", "other",
@@ -160,7 +173,7 @@ class McpTools:
         description = f"[MCP server {server}] {entry.description or entry.name}"
         return Tool(tool_name(server, entry.name), description, schema, build)
 
-    def _call(self, client: Any, name: str, args: dict[str, Any], sink: Sink) -> Outcome:
+    def _call(self, client: Client, name: str, args: dict[str, Any], sink: Sink) -> Outcome:
         portal = self._portal
         if portal is None:
             raise ToolRefused(f"The MCP tool {name} is no longer connected")
@@ -184,7 +197,7 @@ class McpTools:
         return Outcome(text, (TextContent(text),) if text else ())
 
 
-def _wait(future: concurrent.futures.Future[Any], timeout: float, sink: Sink) -> Any:
+def _wait(future: concurrent.futures.Future[_T], timeout: float, sink: Sink) -> _T:
     """The future's result, checking the turn's sink for a cancel while waiting."""
     waited = 0.0
     while True:
@@ -204,7 +217,9 @@ def _report_failure(sink: Sink, name: str, reason: str) -> None:
 
 async def _target(server: Mapping[str, Any], cwd: str, stack: AsyncExitStack) -> Any:
     """What `mcp.Client` connects to, from an ACP `McpServer` object; `stack` owns its resources."""
-    pairs = {item["name"]: item["value"] for item in server.get("env") or server.get("headers") or []}
+    pairs: dict[str, str] = {
+        item["name"]: item["value"] for item in objects(server.get("env") or server.get("headers"))
+    }
     if server.get("type", "stdio") == "stdio":
         from mcp.client.stdio import StdioServerParameters
 
@@ -219,13 +234,13 @@ async def _target(server: Mapping[str, Any], cwd: str, stack: AsyncExitStack) ->
     raise ToolRefused(f"MCP transport {server.get('type')} is not supported")
 
 
-def _result_text(result: Any) -> str:
+def _result_text(result: CallToolResult) -> str:
     parts: list[str] = []
-    for block in result.content or []:
-        if getattr(block, "type", None) == "text":
+    for block in result.content:
+        if block.type == "text":
             parts.append(block.text)
         else:
-            parts.append(f"[{getattr(block, 'type', 'unknown')} content not shown]")
+            parts.append(f"[{block.type} content not shown]")
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content))
     return "\n".join(parts)
@@ -233,6 +248,6 @@ def _result_text(result: Any) -> str:
 
 def _describe(exc: BaseException) -> str:
     """The innermost useful message, digging through exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    while isinstance(exc, BaseExceptionGroup):
+        exc = cast("BaseExceptionGroup[BaseException]", exc).exceptions[0]  # a group is never empty
     return str(exc) or type(exc).__name__

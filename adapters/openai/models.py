@@ -90,7 +90,7 @@ class ModelCatalog:
 def config_options(default_model: str | None, listed: list[str]) -> tuple[ConfigOption, ...]:
     """The `model` option (when any model is known) and the `reasoning_effort` option."""
     options: list[ConfigOption] = []
-    names = list(dict.fromkeys([*([default_model] if default_model else []), *listed]))
+    names = list(dict.fromkeys([default_model, *listed] if default_model else listed))
     if default_model:
         options.append(ConfigOption(
             id="model", name="Model", category="model", default=default_model,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.base import Sink
+from adapters.openai.jsonvalues import is_array, is_object, objects
 from adapters.openai.tools import Call
 
 
@@ -26,8 +27,8 @@ class _PartialCall:
 class Reply:
     """What the model said in one request; `feed` it every chunk in order."""
 
-    text: list[str] = field(default_factory=list)
-    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    text: list[str] = field(default_factory=list[str])
+    calls: dict[int, _PartialCall] = field(default_factory=dict[int, _PartialCall])
     finish_reason: str | None = None
     refusal: str | None = None
     usage: dict[str, Any] | None = None
@@ -37,14 +38,16 @@ class Reply:
         return self.refusal is not None or self.finish_reason == "content_filter"
 
     def feed(self, chunk: dict[str, Any], sink: Sink) -> None:
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        if is_object(usage := chunk.get("usage")):
+            self.usage = usage
+        for choice in objects(chunk.get("choices")):
+            if choice.get("index", 0) != 0:
                 continue
-            self._delta(choice.get("delta") or {}, sink)
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta")
+            self._delta(delta if is_object(delta) else {}, sink)
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self.finish_reason = reason
 
     def _delta(self, delta: dict[str, Any], sink: Sink) -> None:
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -58,8 +61,9 @@ class Reply:
         if isinstance(refusal, str) and refusal:
             self.refusal = (self.refusal or "") + refusal
             sink.text(refusal)
-        for position, fragment in enumerate(delta.get("tool_calls") or []):
-            if isinstance(fragment, dict):
+        fragments = delta.get("tool_calls")
+        for position, fragment in enumerate(fragments if is_array(fragments) else []):
+            if is_object(fragment):
                 self._tool_fragment(fragment, position)
 
     def _tool_fragment(self, fragment: dict[str, Any], position: int) -> None:
@@ -67,7 +71,9 @@ class Reply:
         call = self.calls.setdefault(index if isinstance(index, int) else position, _PartialCall())
         if isinstance(fragment.get("id"), str) and fragment["id"]:
             call.id = fragment["id"]
-        function = fragment.get("function") or {}
+        function = fragment.get("function")
+        if not is_object(function):
+            function = {}
         name = function.get("name")
         # OpenAI sends the name once; some servers repeat it whole in every fragment.
         if isinstance(name, str) and name and name != call.name:

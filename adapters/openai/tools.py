@@ -17,6 +17,7 @@ from typing import Any
 from adapters.base import Sink, ToolRefused
 from adapters.events import DiffContent, TerminalContent, TextContent, ToolContent, ToolKind, ToolStatus
 from adapters.openai import search
+from adapters.openai.jsonvalues import is_object
 
 MAX_RESULT_CHARS = 50_000
 MAX_READ_LINES = 2000
@@ -120,7 +121,7 @@ def parse_arguments(text: str) -> dict[str, Any]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ToolRefused(f"The tool arguments are not valid JSON ({exc.msg}); send a JSON object") from None
-    if not isinstance(value, dict):
+    if not is_object(value):
         raise ToolRefused("The tool arguments must be a JSON object")
     return value
 
