@@ -91,5 +91,6 @@ class PermissionFlow:
             self.permissions.decisions[always_key(tool)] = allowed
             if self.on_remember is not None:
                 await self.on_remember()
-        decision = PermissionDecision(allowed, remember=always, reason=None if allowed else "Permission denied by the user")
+        reason = None if allowed else "Permission denied by the user"
+        decision = PermissionDecision(allowed, remember=always, reason=reason)
         return decision, "allowed" if allowed else "rejected", option
