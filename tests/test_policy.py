@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from acp_server.turns.policy import always_key, classify, decide, program_of
+from acp_server.turns.policy import MODE_IDS, always_key, classify, decide, program_of, refuse_in_read_only
+from adapters.base import ToolRefused
 from adapters.events import ToolCallStarted
 
 KINDS = ["read", "search", "think", "edit", "move", "delete", "execute", "fetch", "switch_mode", "other"]
@@ -54,3 +55,10 @@ def test_the_program_of_a_command_skips_assignments_and_paths():
     assert program_of({"command": "LANG=C /bin/ls -l"}) == "ls"
     assert program_of("echo 'unbalanced") == "echo"
     assert program_of({"command": "  "}) is None
+
+
+def test_only_read_only_mode_refuses_writes_and_commands_before_anything_runs():
+    with pytest.raises(ToolRefused, match="not allowed in read-only mode"):
+        refuse_in_read_only("read-only", "running commands")
+    for mode in MODE_IDS - {"read-only"}:
+        refuse_in_read_only(mode, "running commands")

@@ -9,6 +9,7 @@ import pytest
 from harness import running
 
 from acp_server.acp.handlers import AcpAgent
+from acp_server.turns.files import replace_text, slice_lines
 from adapters.scripted import ScriptedAdapter
 
 FS = {"fs": {"readTextFile": True, "writeTextFile": True}}
@@ -142,4 +143,25 @@ async def test_cancel_kills_and_releases_the_editor_terminal(tmp_path):
         await editor.wait_for(lambda: "release" in editor.terminal_calls)
         assert editor.terminal_calls[-2:] == ["kill", "release"]
         for process in editor.terminals.values():
-            await anyio.to_thread.run_sync(process.wait, 5)  # raises TimeoutExpired if it lives on
+            await anyio.to_thread.run_sync(process.wait, 5)  # raises TimeoutExpired if it was not killed
+
+
+@pytest.mark.parametrize(("line", "limit", "expected"), [
+    (None, None, "a\nb\nc"), (2, None, "b\nc"), (None, 2, "a\nb\n"), (2, 1, "b\n"),
+    (3, 5, "c"), (9, None, ""), (2, 0, ""), (0, 1, "a\n"),
+])
+def test_line_and_limit_pick_lines_as_fs_read_text_file_defines_them(line, limit, expected):
+    assert slice_lines("a\nb\nc", line, limit) == expected
+
+
+def test_replacing_a_file_writes_through_a_symlink_and_keeps_the_mode(tmp_path):
+    target = tmp_path / "script.sh"
+    target.write_text("old")
+    target.chmod(0o750)
+    (tmp_path / "link.sh").symlink_to(target)
+    replace_text(str(tmp_path / "link.sh"), "new")
+    assert (tmp_path / "link.sh").is_symlink()
+    assert target.read_text() == "new" and target.stat().st_mode & 0o777 == 0o750
+    replace_text(str(tmp_path / "new" / "dir" / "file.txt"), "created")
+    assert (tmp_path / "new" / "dir" / "file.txt").read_text() == "created"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.sh", "new", "script.sh"]  # no temporary left

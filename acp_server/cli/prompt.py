@@ -33,6 +33,7 @@ from acp_server.rpc.errors import (
 )
 from acp_server.rpc.peer import Peer
 from acp_server.rpc.wire import Frame, FrameWriter, PipeWriter, read_frames
+from acp_server.turns.files import replace_text, slice_lines
 
 PROTOCOL_VERSION = 1
 CLIENT_INFO = {"name": "acp-server-prompt", "version": acp_server.__version__}
@@ -338,12 +339,7 @@ async def read_text_file(params: dict[str, Any]) -> dict[str, Any]:
     path = _absolute_path(params)
     line, limit = _count(params, "line"), _count(params, "limit")
     text = await anyio.to_thread.run_sync(_read, path)
-    if line is None and limit is None:
-        return {"content": text}
-    lines = text.splitlines(keepends=True)
-    start = max((line or 1) - 1, 0)
-    end = None if limit is None else start + limit
-    return {"content": "".join(lines[start:end])}
+    return {"content": slice_lines(text, line, limit)}
 
 
 async def write_text_file(params: dict[str, Any]) -> dict[str, Any]:
@@ -386,9 +382,7 @@ def _read(path: str) -> str:
 
 def _write(path: str, content: str) -> None:
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(content)
+        replace_text(path, content)
     except OSError as exc:
         raise RpcError(INTERNAL_ERROR, f"Cannot write {path}: {exc.strerror or exc}") from None
 

@@ -18,7 +18,7 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from adapters.base import (
     CommandResult,
@@ -46,9 +46,11 @@ log = logging.getLogger(__name__)
 
 MERGE_LIMIT = 16 * 1024
 
+T = TypeVar("T")
+
 
 class TurnServices(Protocol):
-    """What a turn's asks need from the editor side; implemented in `acp_server.turns.services`."""
+    """What a turn's asks need from the editor side; implemented by `acp_server.turns.services.ClientTools`."""
 
     async def request_permission(self, tool: ToolCallStarted) -> PermissionDecision: ...
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str: ...
@@ -116,18 +118,19 @@ class ThreadSink:
             last = self._buffer[-1] if self._buffer else None
             if (
                 isinstance(item, TextDelta | ThoughtDelta)
+                and isinstance(last, TextDelta | ThoughtDelta)
                 and type(last) is type(item)
-                and len(last.text) < MERGE_LIMIT  # type: ignore[union-attr]
+                and len(last.text) < MERGE_LIMIT
             ):
-                self._buffer[-1] = replace(item, text=last.text + item.text)  # type: ignore[union-attr]
+                self._buffer[-1] = replace(item, text=last.text + item.text)
                 return
             self._buffer.append(item)
             wake, self._parked = self._parked, False
         if wake:
             self._loop.call_soon_threadsafe(self._wake.set)
 
-    def _ask(self, call: Callable[[], Awaitable[Any]]) -> Any:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    def _ask(self, call: Callable[[], Awaitable[T]]) -> T:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._lock:
             self._asks.add(future)
         try:
@@ -206,24 +209,24 @@ class ThreadSink:
         tool = self._tools.get(tool_call_id)
         if tool is None:
             raise ValueError(f"unknown tool call id {tool_call_id!r}: start it with tool_call()")
-        decision: PermissionDecision = self._ask(lambda: self._services.request_permission(tool))
+        decision = self._ask(lambda: self._services.request_permission(tool))
         if decision.cancelled:
             self.check_cancelled()
         return decision
 
     def read_text_file(self, path: str, *, line: int | None = None, limit: int | None = None) -> str:
-        return self._ask(lambda: self._services.read_text_file(path, line, limit))  # type: ignore[no-any-return]
+        return self._ask(lambda: self._services.read_text_file(path, line, limit))
 
     def write_text_file(self, path: str, content: str) -> str | None:
-        return self._ask(lambda: self._services.write_text_file(path, content))  # type: ignore[no-any-return]
+        return self._ask(lambda: self._services.write_text_file(path, content))
 
     def run_command(
         self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
     ) -> CommandResult:
-        return self._ask(lambda: self._services.run_command(command, tool_call_id, timeout))  # type: ignore[no-any-return]
+        return self._ask(lambda: self._services.run_command(command, tool_call_id, timeout))
 
     def clarify(self, question: str, *, choices: Sequence[str] = (), tool_call_id: str | None = None) -> str:
-        return self._ask(lambda: self._services.clarify(question, tuple(choices), tool_call_id))  # type: ignore[no-any-return]
+        return self._ask(lambda: self._services.clarify(question, tuple(choices), tool_call_id))
 
     # --- worker side: the turn itself ----------------------------------------------------
 

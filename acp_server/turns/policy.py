@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from adapters.base import ToolRefused
 from adapters.events import TOOL_KINDS, ToolCallStarted
 
 Verdict = Literal["allow", "deny", "ask"]
@@ -65,7 +66,7 @@ _PREFIX_KINDS = (
 class PermissionMemory:
     """"Always" answers of one session: `always_key` -> allowed; persisted with the session."""
 
-    decisions: dict[str, bool] = field(default_factory=dict)
+    decisions: dict[str, bool] = field(default_factory=dict[str, bool])
 
 
 def classify(name: str | None, declared: str | None = None) -> str:
@@ -84,7 +85,7 @@ def classify(name: str | None, declared: str | None = None) -> str:
 
 def program_of(raw_input: Any) -> str | None:
     """The program a command runs (`git` for `git push`), for per-program "always" answers."""
-    command = raw_input.get("command") if isinstance(raw_input, dict) else raw_input
+    command = cast(dict[str, Any], raw_input).get("command") if isinstance(raw_input, dict) else raw_input
     if not isinstance(command, str) or not command.strip():
         return None
     try:
@@ -114,3 +115,9 @@ def decide(mode: str, tool: ToolCallStarted, remembered: dict[str, bool]) -> Ver
     if answer is not None:
         return "allow" if answer else "deny"
     return table.get(kind, "ask")
+
+
+def refuse_in_read_only(mode: str, what: str) -> None:
+    """Read-only means no changes at all, whatever the agent asked or the user said before."""
+    if mode == "read-only":
+        raise ToolRefused(f"Refused: {what} is not allowed in read-only mode (change it with /mode)")

@@ -83,7 +83,7 @@ async def replay_updates(
         closing = open_tools.close_all()
         cut_off = False if finished_run is None else interrupted(finished_run)
         if finished_run is not None and cut_off is not False:
-            updates += [to_update(event) for event in closing]  # type: ignore[misc]
+            updates += [update for event in closing if (update := to_update(event)) is not None]
             updates += interrupted_notice(finished_run, None if cut_off is True else cut_off)
         return updates
 

@@ -72,10 +72,6 @@ class TurnQueue:
         while self._tickets:
             await self._idle.wait()
 
-    @property
-    def busy(self) -> bool:
-        return bool(self._tickets)
-
     def enter(self) -> Ticket:
         ticket = Ticket()
         if not self._tickets:
@@ -222,7 +218,7 @@ async def run_turn(
             for closing in open_tools.close_all():
                 await publish(numbering.envelope(closing))
             await publish(numbering.envelope(TurnFinished(final.stop_reason, final.error)))
-    return TurnOutcome("cancelled") if ticket.cancelled else outcome
+    return TurnOutcome("cancelled") if ticket.cancelled else final
 
 
 async def _run_worker(sink: ThreadSink, adapter: RuntimeAdapter, turn: TurnInput,

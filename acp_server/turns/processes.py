@@ -1,0 +1,92 @@
+"""Local commands: `/bin/sh -c` in the session's cwd, in a process group of its own.
+
+Output (stdout and stderr together) is kept as a bounded tail while it is read, so a chatty
+command cannot fill the server's memory. A timeout or a cancelled turn kills the whole group;
+`lifeline` makes a command die with a server that was killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+
+import anyio
+
+from acp_server.turns.lifeline import LIFELINE
+from adapters.base import CommandResult
+
+OUTPUT_LIMIT = 1 << 20  # bytes of output kept (the last ones)
+KILL_GRACE = 5.0  # seconds to collect what a killed group still writes
+_CHUNK = 64 * 1024
+
+
+class OutputTail:
+    """The last `limit` bytes of a stream, and whether anything before them was dropped."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._data = bytearray()
+        self.truncated = False
+
+    def add(self, chunk: bytes) -> None:
+        self._data += chunk
+        if len(self._data) > self._limit:
+            del self._data[: len(self._data) - self._limit]
+            self.truncated = True
+
+    def text(self) -> str:
+        return self._data.decode("utf-8", errors="replace")
+
+
+async def run_local(command: str, *, cwd: str, timeout: float | None) -> CommandResult:
+    process = await asyncio.create_subprocess_exec(
+        *await LIFELINE.argv(command), cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+    )
+    tail = OutputTail(OUTPUT_LIMIT)
+    finished = False
+    try:
+        with anyio.move_on_after(timeout):
+            await _collect(process, tail)
+            finished = True
+    finally:
+        if not finished:  # timed out or cancelled: nothing the command started may go on
+            _kill(process)
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(KILL_GRACE):
+                    await _collect(process, tail)
+                await process.wait()
+    text = tail.text()
+    if not finished:
+        text += f"\n[timed out after {timeout:g} s]"
+    code = process.returncode
+    name = _signal_name(-code) if code is not None and code < 0 else None
+    return CommandResult(text, None if name else code, name, tail.truncated)
+
+
+async def _collect(process: asyncio.subprocess.Process, tail: OutputTail) -> None:
+    """Read to the end of the output (every writer gone), then wait for the exit. Reads of one
+    chunk at a time lose nothing when cancelled, unlike `communicate`."""
+    assert process.stdout is not None
+    while chunk := await process.stdout.read(_CHUNK):
+        tail.add(chunk)
+    await process.wait()
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    # The group takes the children that may hold the output open; the process itself is
+    # killed by pid as well in case it left its group.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"

@@ -1,0 +1,82 @@
+"""Questions an agent puts to the user (`clarify`): a form, or choices shown as permission options.
+
+A form (`elicitation/create`) when the editor can show one; otherwise, when the question has
+choices, a `session/request_permission` whose options are the choices plus "Skip". A question
+asked outside any tool call gets a "think" tool call of its own, so the editor shows it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from acp_server.protocol import methods
+from acp_server.protocol.models import ElicitationResult, PermissionResult, parse
+from acp_server.turns.client import EditorChannel
+from adapters.base import ToolRefused
+from adapters.events import RuntimeEvent, TextContent, ToolCallStarted, ToolCallUpdated
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Questions:
+    channel: EditorChannel
+    forms: bool  # the editor advertised `elicitation.form`
+    emit: Callable[[RuntimeEvent], Awaitable[None]]
+    timeout: float | None = None  # seconds the user gets to answer; None waits for ever
+
+    async def clarify(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
+        """The user's answer; `ToolRefused` when they decline, skip or cannot be asked."""
+        if self.forms:
+            return await self._ask_form(question, choices, tool_call_id)
+        if choices:
+            return await self._ask_choices(question, choices, tool_call_id)
+        raise ToolRefused("Cannot ask the user: this editor shows neither forms (elicitation) nor choices "
+                          "for an open question")
+
+    async def _ask_form(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
+        answer: dict[str, Any] = {"type": "string", "title": "Answer"}
+        if choices:
+            answer["enum"] = list(choices)
+        params: dict[str, Any] = {
+            "message": question, "mode": "form",
+            "requestedSchema": {"type": "object", "properties": {"answer": answer}, "required": ["answer"]},
+        }
+        if tool_call_id is not None:
+            params["toolCallId"] = tool_call_id
+        reply = parse(ElicitationResult, await self.channel.call(methods.ELICITATION_CREATE, params,
+                                                                 timeout=self.timeout))
+        given = (reply.content or {}).get("answer")
+        if reply.action != "accept" or not isinstance(given, str):
+            raise ToolRefused("The user declined to answer" if reply.action == "decline" else
+                              "The question was dismissed without an answer")
+        return given
+
+    async def _ask_choices(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
+        own_call = tool_call_id is None
+        call_id = tool_call_id or f"call_{uuid.uuid4().hex[:16]}"
+        if own_call:
+            await self.emit(ToolCallStarted(call_id, question, "think"))
+        options = [{"optionId": f"choice_{n}", "name": choice, "kind": "allow_once"}
+                   for n, choice in enumerate(choices)]
+        options.append({"optionId": "skip", "name": "Skip", "kind": "reject_once"})
+        params = {"toolCall": {"toolCallId": call_id, "title": question, "kind": "think"}, "options": options}
+        result = await self.channel.call(methods.REQUEST_PERMISSION, params, timeout=self.timeout)
+        outcome = parse(PermissionResult, result).outcome
+        index = _choice_index(outcome.option_id if outcome.outcome == "selected" else None, len(choices))
+        if index is None:
+            if own_call:
+                await self.emit(ToolCallUpdated(call_id, status="failed"))
+            raise ToolRefused("The user skipped the question")
+        if own_call:
+            await self.emit(ToolCallUpdated(call_id, status="completed", content=(TextContent(choices[index]),)))
+        return choices[index]
+
+
+def _choice_index(option_id: str | None, count: int) -> int | None:
+    """Which choice `choice_<n>` names; None for "Skip", a cancelled ask or an unknown option."""
+    number = (option_id or "").removeprefix("choice_")
+    if option_id is None or number == option_id or not number.isdecimal() or int(number) >= count:
+        return None
+    return int(number)
