@@ -10,6 +10,7 @@ write raw bytes to the server and read the raw frame that answers them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -141,15 +143,14 @@ class FakeEditor:
             return asyncio.ensure_future(self.exchange(raw, answer_id=id))
         before = len(self._sent_ids)
         task = asyncio.ensure_future(self._through_peer(method, params, before))
+        task.add_done_callback(lambda _: self._changed.set())
         await self.wait_for(lambda: len(self._sent_ids) > before or task.done())
         return task
 
     async def _through_peer(self, method: str, params: Any, index: int) -> dict[str, Any]:
         with anyio.fail_after(RESPONSE_TIMEOUT):
-            try:
+            with contextlib.suppress(RpcError):  # the frame itself is what the test gets
                 await self.peer.request(method, params)
-            except RpcError:
-                pass  # the frame itself is what the test gets
         return self._responses.pop(self._sent_ids[index])
 
     async def exchange(self, raw: bytes, *, answer_id: Any = None) -> dict[str, Any]:
@@ -220,46 +221,48 @@ class FakeEditor:
         return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
 
     async def read_file(self, params: dict[str, Any]) -> dict[str, Any]:
-        with open(params["path"], encoding="utf-8") as f:
-            return {"content": f.read()}
+        return {"content": await anyio.Path(params["path"]).read_text(encoding="utf-8")}
 
     async def write_file(self, params: dict[str, Any]) -> dict[str, Any]:
-        with open(params["path"], "w", encoding="utf-8") as f:
-            f.write(params["content"])
+        await anyio.Path(params["path"]).write_text(params["content"], encoding="utf-8")
         self.files_written.append((params["path"], params["content"]))
         return {}
+
+    def _called(self, name: str) -> None:
+        self.terminal_calls.append(name)
+        self._changed.set()
 
     def enable_terminal(self) -> None:
         """Serve terminal/* with real processes, as an editor's terminal would."""
         async def create(params: dict[str, Any]) -> dict[str, Any]:
             tid = f"term-{uuid.uuid4().hex[:8]}"
-            self.terminals[tid] = subprocess.Popen(
-                [params["command"], *params.get("args", [])], cwd=params.get("cwd"),
+            self.terminals[tid] = await anyio.to_thread.run_sync(partial(
+                subprocess.Popen, [params["command"], *params.get("args", [])], cwd=params.get("cwd"),
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )
-            self.terminal_calls.append("create")
+            ))
+            self._called("create")
             return {"terminalId": tid}
 
         async def wait(params: dict[str, Any]) -> dict[str, Any]:
-            self.terminal_calls.append("wait_for_exit")
+            self._called("wait_for_exit")
             proc = self.terminals[params["terminalId"]]
             code = await anyio.to_thread.run_sync(proc.wait, abandon_on_cancel=True)
             return {"exitCode": code, "signal": None} if code >= 0 else {"exitCode": None, "signal": "SIGKILL"}
 
         async def output(params: dict[str, Any]) -> dict[str, Any]:
-            self.terminal_calls.append("output")
+            self._called("output")
             proc = self.terminals[params["terminalId"]]
             proc.wait()
             text = proc.stdout.read().decode() if proc.stdout else ""
             return {"output": text, "truncated": False, "exitStatus": {"exitCode": proc.returncode}}
 
         async def kill(params: dict[str, Any]) -> dict[str, Any]:
-            self.terminal_calls.append("kill")
+            self._called("kill")
             self.terminals[params["terminalId"]].kill()
             return {}
 
         async def release(params: dict[str, Any]) -> dict[str, Any]:
-            self.terminal_calls.append("release")
+            self._called("release")
             proc = self.terminals[params["terminalId"]]
             if proc.poll() is None:
                 proc.kill()
