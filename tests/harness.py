@@ -140,7 +140,7 @@ class FakeEditor:
         if id is not None:
             self._methods_by_id[id] = method
             raw = json.dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).encode()
-            return asyncio.ensure_future(self.exchange(raw, answer_id=id))
+            return asyncio.ensure_future(self._answer(await self._send_expecting(raw, id), RESPONSE_TIMEOUT))
         before = len(self._sent_ids)
         task = asyncio.ensure_future(self._through_peer(method, params, before))
         task.add_done_callback(lambda _: self._changed.set())
@@ -155,10 +155,17 @@ class FakeEditor:
 
     async def exchange(self, raw: bytes, *, answer_id: Any = None) -> dict[str, Any]:
         """Send raw bytes and return the frame that answers them (with `answer_id`)."""
-        future = asyncio.get_running_loop().create_future()
+        return await self._answer(await self._send_expecting(raw, answer_id), 10)
+
+    async def _send_expecting(self, raw: bytes, answer_id: Any) -> asyncio.Future[dict[str, Any]]:
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._raw_waiting[answer_id] = future
         await self.send_raw(raw)
-        with anyio.fail_after(10):
+        return future
+
+    @staticmethod
+    async def _answer(future: asyncio.Future[dict[str, Any]], timeout: float) -> dict[str, Any]:
+        with anyio.fail_after(timeout):
             return await future
 
     async def expect_error(self, raw: bytes) -> dict[str, Any]:
