@@ -41,7 +41,7 @@ from acp_server.protocol.models import (
     SetModeParams,
     parse,
 )
-from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, RpcError
+from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.turns.mapping import to_update
 from acp_server.turns.policy import DEFAULT_MODE
@@ -63,6 +63,7 @@ from journal.store import Journal
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
+SEQUENTIAL = frozenset({methods.INITIALIZE})  # handled in read order, so nothing overtakes it
 CLOSE_HOOKS_BUDGET = 0.5  # seconds of a shutdown the adapter's close_session hooks may take
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
@@ -76,15 +77,18 @@ class AgentOptions:
 
 
 class AcpAgent:
+    """The handlers of one connection. `peer` is the connection they talk back through (a
+    fresh one by default); `acp.server.serve` runs it with these handlers."""
+
     def __init__(self, adapter: RuntimeAdapter, options: AgentOptions | None = None,
-                 *, journal: Journal | None = None) -> None:
+                 *, journal: Journal | None = None, peer: Peer | None = None) -> None:
         self.adapter = adapter
         self.options = options or AgentOptions()
         self.capabilities: AdapterCapabilities = adapter.capabilities()
         self.journal = journal
         self.sessions = SessionStore(journal, adapter_name=adapter.name)
         self.client = ClientCapabilities()
-        self.peer: Peer | None = None
+        self.peer = peer if peer is not None else Peer(sequential=SEQUENTIAL)
         self._initialized = False
         self._limiter = anyio.CapacityLimiter(self.options.max_workers)
         self._commands = available_commands(self.capabilities)
@@ -181,11 +185,12 @@ class AcpAgent:
 
     def _announce_commands(self, session_id: str) -> None:
         update = {"sessionUpdate": "available_commands_update", "availableCommands": self._commands}
-        if self.peer is not None:
+        try:
             self.peer.spawn(lambda: self.notify_update(session_id, update))
+        except PeerClosedError:
+            log.info("the client left before the commands of session %s were announced", session_id)
 
     async def notify_update(self, session_id: str, update: dict[str, Any]) -> None:
-        assert self.peer is not None
         await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": session_id, "update": update})
 
     async def handle_session_set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -218,7 +223,7 @@ class AcpAgent:
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """Replay the whole conversation, then answer: the client sees history before `{}`."""
         session = await self._reattach(parse(LoadSessionParams, params))
-        assert self.journal is not None and self.peer is not None
+        assert self.journal is not None
         runs = {run.id: run for run in await self.journal.runs(session.id)}
 
         def interrupted(run_id: str) -> float | bool:
@@ -290,14 +295,17 @@ class AcpAgent:
 
     def _release(self, session: Session | None) -> None:
         """Once the session's last turn has wound down, the adapter may free what it keeps."""
-        if session is None or self.peer is None:
+        if session is None:
             return
 
         async def release() -> None:
             await session.queue.drained()
             await anyio.to_thread.run_sync(close_session, self.adapter, session.id)
 
-        self.peer.spawn(release)
+        try:
+            self.peer.spawn(release)
+        except PeerClosedError:  # the process is about to exit, and the adapter with it
+            log.info("the client left before session %s was released", session.id)
 
     def _check_mcp_transports(self, servers: list[Any]) -> None:
         offered = {"stdio": True, "http": self.capabilities.mcp_http, "sse": self.capabilities.mcp_sse}
@@ -372,8 +380,6 @@ class AcpAgent:
         return replace(outcome, usage=tally.usage())
 
     def _services(self, session: Session, numbering: RunNumbering, publish: Publish) -> ClientTools:
-        assert self.peer is not None
-
         async def emit(event: RuntimeEvent) -> None:
             await publish(numbering.envelope(event))
 
@@ -416,7 +422,7 @@ class AcpAgent:
             elif isinstance(event, TitleChanged):
                 await self.journal.update_session(envelope.session_id, title=event.title)
         update = to_update(event)
-        if update is not None and self.peer is not None:
+        if update is not None:
             await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})
 
 

@@ -9,13 +9,12 @@ prompt's stop reason into an exit status. Ctrl-C cancels the turn; a second one 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 import anyio
 
@@ -32,7 +31,7 @@ from acp_server.rpc.errors import (
     RpcError,
 )
 from acp_server.rpc.peer import Peer
-from acp_server.rpc.wire import Frame, FrameWriter, PipeWriter, read_frames
+from acp_server.rpc.wire import FrameWriter, PipeWriter, read_frames
 from acp_server.turns.files import replace_text, slice_lines
 
 PROTOCOL_VERSION = 1
@@ -40,7 +39,6 @@ CLIENT_INFO = {"name": "acp-server-prompt", "version": acp_server.__version__}
 CLIENT_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}}
 STARTUP_TIMEOUT = 30.0  # seconds for initialize + session/new together
 REAP_GRACE = 5.0  # seconds the server gets to exit after its stdin closes
-CATCH_UP_TIMEOUT = 5.0  # seconds to finish showing updates that arrived before the prompt's answer
 
 EXIT_ERROR = 1
 EXIT_STARTUP = 2
@@ -101,9 +99,6 @@ class PromptClient:
         self._session_id: str | None = None
         self._turn_running = False
         self._cancelling = False
-        self._updates_received = 0
-        self._updates_shown = 0
-        self._update_shown = anyio.Event()
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -118,13 +113,12 @@ class PromptClient:
         # Our own copy of the write end, so closing it is what gives the server its EOF.
         writer = _ClosingOnce(await PipeWriter.open(os.dup(self._process.stdin.fileno())))
         self._process.stdin.close()
-        limit = self._args.max_frame_bytes
-        peer = Peer(Dispatcher(self.handlers()), max_frame_bytes=limit)
+        peer = Peer()
         status = EXIT_INTERRUPTED
         try:
             async with anyio.create_task_group() as tg:
-                frames = self._counting_updates(read_frames(self._process.stdout.fileno(), limit))
-                tg.start_soon(peer.run, frames, writer)
+                frames = read_frames(self._process.stdout.fileno(), self._args.max_frame_bytes)
+                tg.start_soon(peer.run, frames, writer, Dispatcher(self.handlers()))
                 tg.start_soon(self._watch_interrupts, peer)
                 with self._conversation:
                     status = await self._converse(peer)
@@ -151,13 +145,14 @@ class PromptClient:
                 "sessionId": self._session_id, "prompt": [{"type": "text", "text": self._args.text}],
             })
         except (RpcError, PeerClosedError) as exc:
-            await self._catch_up()
+            # The peer handled every update sent before the answer (or the end) by now.
+            self._display.finish()
             _warn(f"error: {exc.message}" if isinstance(exc, RpcError) else
                   "error: the ACP server exited during the turn")
             return EXIT_ERROR
         finally:
             self._turn_running = False
-        await self._catch_up()
+        self._display.finish()
         return _stop_status(result)
 
     async def _start_session(self, peer: Peer) -> str:
@@ -166,13 +161,13 @@ class PromptClient:
             "clientCapabilities": CLIENT_CAPABILITIES,
             "clientInfo": CLIENT_INFO,
         })
-        version = init.get("protocolVersion") if isinstance(init, dict) else None
+        version = _member(init, "protocolVersion")
         if version != PROTOCOL_VERSION:
             raise ValueError(f"it speaks protocol version {version!r}, this client speaks {PROTOCOL_VERSION}")
         session = await peer.request(methods.SESSION_NEW, {
             "cwd": self._cwd, "mcpServers": [],
         })
-        session_id = session.get("sessionId") if isinstance(session, dict) else None
+        session_id = _member(session, "sessionId")
         if not isinstance(session_id, str):
             raise ValueError("session/new answered without a sessionId")
         return session_id
@@ -212,33 +207,18 @@ class PromptClient:
     # --- the server's requests ----------------------------------------------------------
 
     async def handle_session_update(self, params: dict[str, Any]) -> None:
-        try:
-            self._display.show(params)
-        finally:
-            self._updates_shown += 1
-            self._update_shown.set()
-
-    # The peer answers a response at once but hands notifications to tasks, so the prompt's
-    # answer can overtake updates the server sent before it: count them in, and catch up.
-    async def _counting_updates(self, frames: AsyncIterator[Frame]) -> AsyncIterator[Frame]:
-        async for frame in frames:
-            if _is_update(frame):
-                self._updates_received += 1
-            yield frame
-
-    async def _catch_up(self) -> None:
-        with anyio.move_on_after(CATCH_UP_TIMEOUT):
-            while self._updates_shown < self._updates_received:
-                self._update_shown = anyio.Event()
-                await self._update_shown.wait()
-        self._display.finish()
+        """Shown in the order sent: the peer handles notifications one at a time, and the
+        prompt's answer only after the updates sent before it."""
+        self._display.show(params)
 
     async def handle_request_permission(self, params: dict[str, Any]) -> dict[str, Any]:
-        tool = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
-        options = [o for o in params.get("options") or [] if isinstance(o, dict) and "optionId" in o]
+        tool = params.get("toolCall")
+        offered = params.get("options")
+        options = [cast(dict[str, Any], o) for o in cast(list[object], offered)
+                   if isinstance(o, dict) and "optionId" in o] if isinstance(offered, list) else []
         if self._cancelling:
             return CANCELLED_OUTCOME
-        choice = await self._choose(tool, options)
+        choice = await self._choose(cast(dict[str, Any], tool) if isinstance(tool, dict) else {}, options)
         if choice is None:
             return CANCELLED_OUTCOME
         return {"outcome": {"outcome": "selected", "optionId": choice}}
@@ -283,20 +263,14 @@ def _pick(options: list[dict[str, Any]], kind: str, title: str) -> str | None:
     return None
 
 
-def _is_update(frame: Frame) -> bool:
-    if not isinstance(frame, bytes) or methods.SESSION_UPDATE.encode() not in frame:
-        return False
-    try:
-        message = json.loads(frame)
-    except ValueError:
-        return False
-    is_request = isinstance(message, dict) and "id" in message
-    return isinstance(message, dict) and message.get("method") == methods.SESSION_UPDATE and not is_request
+def _member(value: object, key: str) -> object:
+    """`value[key]` when `value` is a JSON object that has it, else None."""
+    return cast(dict[str, object], value).get(key) if isinstance(value, dict) else None
 
 
 def _stop_status(result: Any) -> int:
-    reason = result.get("stopReason") if isinstance(result, dict) else None
-    if reason not in STOP_REASONS:
+    reason = _member(result, "stopReason")
+    if not isinstance(reason, str) or reason not in STOP_REASONS:
         _warn(f"error: the server answered with an unknown stop reason {reason!r}")
         return EXIT_ERROR
     status, note = STOP_REASONS[reason]

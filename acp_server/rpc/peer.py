@@ -1,22 +1,25 @@
 """A JSON-RPC 2.0 peer over a frame transport; knows nothing of ACP.
 
 It reads frames, answers malformed ones with the precise error, serves each inbound request
-in its own task and cancel scope (honouring `$/cancel_request`), and sends our own requests
-through a pending table whose entries are always removed in a `finally`. One writer task owns
-the output: frames leave in the order they were queued, so a turn's notifications always
-precede its response.
+in its own task and cancel scope (honouring `$/cancel_request`), handles notifications one at
+a time in the order they were read, and sends our own requests through a pending table whose
+entries are always removed in a `finally`. One writer task owns the output: frames leave in
+the order they were queued, so a turn's notifications always precede its response.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 from collections import deque
 from collections.abc import AsyncIterable, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from acp_server.rpc.dispatch import Dispatcher
 from acp_server.rpc.errors import (
@@ -35,16 +38,22 @@ log = logging.getLogger(__name__)
 CANCEL_REQUEST = "$/cancel_request"
 HIGH_WATER_BYTES = 1 << 20
 SHUTDOWN_GRACE = 1.5
+ORDERED_BUFFER = 1024  # notifications (and responses behind them) read but not yet handled
+
+Message = dict[str, Any]
+IdKey = tuple[str, Any]
 
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+# True while a notification handler runs: waiting there for a response would deadlock.
+_in_notification: contextvars.ContextVar[bool] = contextvars.ContextVar("in_notification", default=False)
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def encode(message: Message) -> bytes:
     """Compact, ASCII-escaped JSON: always one line, always valid UTF-8, whatever the text."""
     return _encode(message).encode() + b"\n"
 
 
-def _id_key(request_id: Any) -> tuple[str, Any]:
+def _id_key(request_id: Any) -> IdKey:
     return (type(request_id).__name__, request_id)
 
 
@@ -60,39 +69,58 @@ def _reject_constant(name: str) -> Any:
 
 
 class Peer:
-    def __init__(
-        self,
-        dispatcher: Dispatcher,
-        *,
-        sequential: frozenset[str] = frozenset(),
-        max_frame_bytes: int = 64 << 20,
-    ) -> None:
-        self._dispatcher = dispatcher
+    """One side of a JSON-RPC connection: `run` serves a dispatcher over a frame transport,
+    `notify`, `request` and `spawn` are its outbound side.
+
+    Ordering: inbound notifications are handled one at a time, in read order, by one task; a
+    response read after a notification resolves its waiter only once that notification's
+    handler has returned. So a client sees every notification the other side sent before a
+    response by the time the request that response answers returns. Requests are not ordered:
+    each runs at once in its own task and cancel scope (`sequential` methods run inline in the
+    read loop, so nothing read after them overtakes them), and `$/cancel_request` acts at once.
+
+    The rule that follows: a notification handler must not wait for a response from the other
+    side (`request`), since that response queues behind the handler itself; `request` refuses
+    with RuntimeError instead of deadlocking. Such a handler hands the work to `spawn`. It may
+    `notify`, and should return promptly, as later notifications and responses wait for it.
+    """
+
+    def __init__(self, *, sequential: frozenset[str] = frozenset()) -> None:
         self._sequential = sequential
-        self._max_frame_bytes = max_frame_bytes
+        self._dispatcher: Dispatcher | None = None
         self._outbox: deque[bytes] = deque()
         self._outbox_bytes = 0
         self._has_data = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
-        self._inflight: dict[tuple[str, Any], anyio.CancelScope] = {}
+        self._inflight: dict[IdKey, anyio.CancelScope] = {}
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
         self._closed = False
+        self._finished = False
         self._write_failed = False
         self._drained = asyncio.Event()
         self._reading = anyio.CancelScope()
-        self._tasks: anyio.abc.TaskGroup | None = None
-        self.on_close: Callable[[], Awaitable[None]] | None = None
+        self._tasks: TaskGroup | None = None
+        self._ordered: MemoryObjectSendStream[Message] | None = None
+        self._ordered_backlog = 0  # queued or being handled; 0 means a response may resolve at once
+        self._ordered_done = anyio.Event()
 
     # --- running -------------------------------------------------------------------------
 
-    async def run(self, frames: AsyncIterable[Frame], writer: FrameWriter) -> None:
-        """Serve until the input ends; then wind down in-flight work and flush the output."""
+    async def run(self, frames: AsyncIterable[Frame], writer: FrameWriter, dispatcher: Dispatcher, *,
+                  on_close: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Serve `dispatcher` until the input ends; then finish the notifications already read,
+        fail what is still pending, call `on_close`, wind down in-flight requests and flush."""
+        self._dispatcher = dispatcher
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._write_loop, writer)
             async with anyio.create_task_group() as requests:
                 self._tasks = requests
+                send, receive = anyio.create_memory_object_stream[Message](ORDERED_BUFFER)
+                self._ordered = send
+                ordered_scope = anyio.CancelScope()
+                requests.start_soon(self._ordered_loop, receive, ordered_scope)
                 with self._reading:
                     async for frame in frames:
                         try:
@@ -101,24 +129,47 @@ class Peer:
                             # A bug here must cost one message, never the connection.
                             log.exception("could not handle an incoming message; it was dropped")
                 self._closed = True
+                send.close()
+                await self._finish_ordered(ordered_scope)
                 self._fail_pending()
-                if self.on_close is not None:
-                    await self.on_close()
-                with anyio.move_on_after(SHUTDOWN_GRACE) as grace:
-                    while self._inflight:
-                        self._drained.clear()
-                        await self._drained.wait()
-                if grace.cancelled_caught:
-                    log.warning("shutdown: cancelling %d unfinished requests", len(self._inflight))
-                    requests.cancel_scope.cancel()
-            self._has_data.set()  # lets the writer see the close once the outbox is empty
+                if on_close is not None:
+                    await on_close()
+                await self._wind_down(requests)
+            self._finished = True
+            self._has_data.set()  # lets the writer see the end once the outbox is empty
         await writer.aclose()
+
+    async def _finish_ordered(self, scope: anyio.CancelScope) -> None:
+        """Let the notifications and responses read before the end be handled, briefly."""
+        with anyio.move_on_after(SHUTDOWN_GRACE) as grace:
+            await self._ordered_done.wait()
+        if grace.cancelled_caught:
+            log.warning("shutdown: a notification handler did not finish; cancelling it")
+            scope.cancel()
+
+    async def _wind_down(self, requests: TaskGroup) -> None:
+        with anyio.move_on_after(SHUTDOWN_GRACE) as grace:
+            while self._inflight:
+                self._drained.clear()
+                await self._drained.wait()
+        if grace.cancelled_caught:
+            log.warning("shutdown: cancelling %d unfinished requests", len(self._inflight))
+            requests.cancel_scope.cancel()
 
     def spawn(self, func: Callable[[], Awaitable[None]]) -> None:
         """Run `func` once the current handler's response has been queued (it starts on a later
-        loop step), e.g. notifications that must follow a response."""
-        if self._tasks is not None and not self._closed:
-            self._tasks.start_soon(func)
+        loop step), e.g. notifications that must follow a response. Raises PeerClosedError once
+        the input has ended: nothing new starts on a connection that is winding down."""
+        if self._tasks is None:
+            raise RuntimeError("spawn: the peer is not running")
+        if self._closed:
+            raise PeerClosedError("spawn: the connection is closed")
+        self._tasks.start_soon(self._unordered, func)
+
+    @staticmethod
+    async def _unordered(func: Callable[[], Awaitable[None]]) -> None:
+        _in_notification.set(False)  # spawned work is not part of the handler that spawned it
+        await func()
 
     def stop(self) -> None:
         """Stop reading as if the input had ended (SIGTERM); in-flight work winds down."""
@@ -127,7 +178,7 @@ class Peer:
     async def _write_loop(self, writer: FrameWriter) -> None:
         while True:
             while not self._outbox:
-                if self._closed and not self._inflight:
+                if self._finished:
                     return
                 self._has_data.clear()
                 await self._has_data.wait()
@@ -140,48 +191,36 @@ class Peer:
             try:
                 await writer.write(data)
             except (BrokenPipeError, ConnectionError, OSError) as exc:
-                log.warning("output closed by the client: %s", exc)
+                log.warning("output closed by the other side: %s", exc)
                 self._write_failed = True
 
-    def _queue(self, message: dict[str, Any]) -> int:
+    def _queue(self, message: Message) -> int:
         data = encode(message)
         self._outbox.append(data)
         self._outbox_bytes += len(data)
         self._has_data.set()
         return len(data)
 
-    async def _send(self, message: dict[str, Any]) -> None:
+    async def _send(self, message: Message) -> None:
         self._queue(message)
         while self._outbox_bytes > HIGH_WATER_BYTES and not self._write_failed:
             self._has_room.clear()
             await self._has_room.wait()
 
-    def _send_error(self, request_id: Any, error: dict[str, Any]) -> None:
+    def _send_error(self, request_id: Any, error: Message) -> None:
         self._queue({"jsonrpc": "2.0", "id": request_id, "error": error})
 
     # --- inbound -------------------------------------------------------------------------
 
-    async def _receive(self, frame: Frame, tg: anyio.abc.TaskGroup) -> None:
-        if isinstance(frame, Oversized):
-            self._send_error(None, {
-                "code": INVALID_REQUEST,
-                "message": f"Message too large: {frame.size} bytes "
-                f"(limit {self._max_frame_bytes})",
-            })
-            return
-        if not frame.strip():
-            return
-        try:
-            message = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant)
-        except (ValueError, RecursionError):
-            self._send_error(None, {"code": PARSE_ERROR, "message": "Parse error: not valid JSON"})
-            return
-        if not isinstance(message, dict):
-            reason = "batches are not supported" if isinstance(message, list) else "not an object"
-            self._send_error(None, {"code": INVALID_REQUEST, "message": f"Invalid request: {reason}"})
+    async def _receive(self, frame: Frame, tg: TaskGroup) -> None:
+        message = self._parse(frame)
+        if message is None:
             return
         if "method" not in message and ("result" in message or "error" in message):
-            self._receive_response(message)
+            if self._ordered_backlog:
+                await self._enqueue_ordered(message)  # behind the notifications read before it
+            else:
+                self._receive_response(message)
             return
         problem = _envelope_problem(message)
         if problem is not None:
@@ -192,31 +231,78 @@ class Peer:
         if message.get("params") is None:
             message["params"] = {}
         if "id" not in message:
-            await self._receive_notification(message, tg)
+            await self._receive_notification(message)
         elif message["method"] in self._sequential:
             await self._serve(message)
         else:
-            key = _id_key(message["id"])
-            if key in self._inflight:
-                self._send_error(message["id"], {
-                    "code": INVALID_REQUEST,
-                    "message": "Invalid request: this id is already in use by a request in flight",
-                })
-                return
-            self._inflight[key] = anyio.CancelScope()
-            tg.start_soon(self._serve_tracked, message, key)
+            self._start_request(message, tg)
 
-    async def _receive_notification(self, message: dict[str, Any], tg: anyio.abc.TaskGroup) -> None:
-        if message["method"] == CANCEL_REQUEST:
-            params = message["params"]
-            if isinstance(params, dict) and "requestId" in params and _valid_id(params["requestId"]):
-                scope = self._inflight.get(_id_key(params["requestId"]))
-                if scope is not None:
-                    scope.cancel()
+    def _parse(self, frame: Frame) -> Message | None:
+        """The frame's JSON object; None (after answering any error) when there is none."""
+        if isinstance(frame, Oversized):
+            self._send_error(None, {
+                "code": INVALID_REQUEST,
+                "message": f"Message too large: {frame.size} bytes (limit {frame.limit})",
+            })
+            return None
+        if not frame.strip():
+            return None
+        try:
+            message: object = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            self._send_error(None, {"code": PARSE_ERROR, "message": "Parse error: not valid JSON"})
+            return None
+        if not isinstance(message, dict):
+            reason = "batches are not supported" if isinstance(message, list) else "not an object"
+            self._send_error(None, {"code": INVALID_REQUEST, "message": f"Invalid request: {reason}"})
+            return None
+        return cast(Message, message)
+
+    def _start_request(self, message: Message, tg: TaskGroup) -> None:
+        key = _id_key(message["id"])
+        if key in self._inflight:
+            self._send_error(message["id"], {
+                "code": INVALID_REQUEST,
+                "message": "Invalid request: this id is already in use by a request in flight",
+            })
             return
-        tg.start_soon(self._serve, message)
+        self._inflight[key] = anyio.CancelScope()
+        tg.start_soon(self._serve_tracked, message, key)
 
-    async def _serve_tracked(self, message: dict[str, Any], key: tuple[str, Any]) -> None:
+    async def _receive_notification(self, message: Message) -> None:
+        if message["method"] != CANCEL_REQUEST:
+            await self._enqueue_ordered(message)
+            return
+        params = message["params"]
+        if isinstance(params, dict) and "requestId" in params:
+            request_id = cast(Message, params)["requestId"]
+            scope = self._inflight.get(_id_key(request_id)) if _valid_id(request_id) else None
+            if scope is not None:
+                scope.cancel()
+
+    async def _enqueue_ordered(self, message: Message) -> None:
+        assert self._ordered is not None  # set before the first frame is read
+        self._ordered_backlog += 1
+        await self._ordered.send(message)
+
+    async def _ordered_loop(self, receive: MemoryObjectReceiveStream[Message], scope: anyio.CancelScope) -> None:
+        _in_notification.set(True)
+        try:
+            with scope, receive:
+                async for message in receive:
+                    try:
+                        if "method" in message:
+                            await self._serve(message)
+                        else:
+                            self._receive_response(message)
+                    except Exception:
+                        log.exception("could not handle an incoming notification; it was dropped")
+                    finally:
+                        self._ordered_backlog -= 1
+        finally:
+            self._ordered_done.set()
+
+    async def _serve_tracked(self, message: Message, key: IdKey) -> None:
         try:
             with self._inflight[key] as scope:
                 await self._serve(message)
@@ -225,10 +311,9 @@ class Peer:
         finally:
             del self._inflight[key]
             self._drained.set()
-            if self._closed:
-                self._has_data.set()
 
-    async def _serve(self, message: dict[str, Any]) -> None:
+    async def _serve(self, message: Message) -> None:
+        assert self._dispatcher is not None  # set by run before anything is read
         response = await self._dispatcher.dispatch(message)
         if response is None:
             return
@@ -240,14 +325,17 @@ class Peer:
 
     # --- outbound ------------------------------------------------------------------------
 
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
+    async def notify(self, method: str, params: Message) -> None:
         await self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
-    async def request(self, method: str, params: dict[str, Any], *, timeout: float | None = None) -> Any:
+    async def request(self, method: str, params: Message, *, timeout: float | None = None) -> Any:
         """Send a request and wait for its result; withdraws it with `$/cancel_request` when
         the deadline passes or the caller is cancelled."""
+        if _in_notification.get():
+            raise RuntimeError(f"{method}: a notification handler cannot wait for a response "
+                               "(it would wait for itself); use Peer.spawn")
         if self._closed:
-            raise PeerClosedError(f"{method}: the client connection is closed")
+            raise PeerClosedError(f"{method}: the connection is closed")
         request_id = self._next_id
         self._next_id += 1
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -260,35 +348,37 @@ class Peer:
             answered = True
             return result
         except TimeoutError:
-            raise RequestTimeoutError(f"{method}: no answer from the client within {timeout:g} s") from None
+            raise RequestTimeoutError(f"{method}: no answer within {timeout:g} s") from None
         finally:
             self._pending.pop(request_id, None)
             if not answered and (future.cancelled() or not future.done()) and not self._closed:
                 self._queue({"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": request_id}})
 
-    def _receive_response(self, message: dict[str, Any]) -> None:
+    def _receive_response(self, message: Message) -> None:
         request_id = message.get("id")
         future = self._pending.get(request_id) if isinstance(request_id, int) else None
         if future is None or future.done():
             log.info("ignoring a response to unknown or finished request id %r", request_id)
             return
         if "error" in message:
-            error = message["error"] if isinstance(message["error"], dict) else {}
-            future.set_exception(RpcError(
-                error.get("code", INTERNAL_ERROR) if isinstance(error.get("code"), int) else INTERNAL_ERROR,
-                str(error.get("message", "error")),
-                error.get("data"),
-            ))
+            future.set_exception(_remote_error(message["error"]))
         else:
             future.set_result(message.get("result"))
 
     def _fail_pending(self) -> None:
         for request_id, future in list(self._pending.items()):
             if not future.done():
-                future.set_exception(PeerClosedError(f"request {request_id}: the client connection closed"))
+                future.set_exception(PeerClosedError(f"request {request_id}: the connection closed"))
 
 
-def _envelope_problem(message: dict[str, Any]) -> str | None:
+def _remote_error(error: object) -> RpcError:
+    body = cast(Message, error) if isinstance(error, dict) else {}
+    code = body.get("code")
+    return RpcError(code if isinstance(code, int) else INTERNAL_ERROR, str(body.get("message", "error")),
+                    body.get("data"))
+
+
+def _envelope_problem(message: Message) -> str | None:
     if message.get("jsonrpc") != "2.0":
         return 'the "jsonrpc" member must be "2.0"'
     if not isinstance(message.get("method"), str):

@@ -24,6 +24,7 @@ class Oversized:
     """A line longer than the frame limit; its bytes were discarded."""
 
     size: int
+    limit: int
 
 
 Frame = bytes | Oversized
@@ -58,10 +59,10 @@ def split_lines(max_frame_bytes: int) -> Callable[[bytes], list[Frame]]:
                 break
             piece = chunk[start:end]
             if discarding:
-                frames.append(Oversized(discarding + len(piece)))
+                frames.append(Oversized(discarding + len(piece), max_frame_bytes))
                 discarding = 0
             elif len(buffer) + len(piece) > max_frame_bytes:
-                frames.append(Oversized(len(buffer) + len(piece)))
+                frames.append(Oversized(len(buffer) + len(piece), max_frame_bytes))
                 buffer.clear()
             elif buffer:
                 buffer.extend(piece)
