@@ -34,7 +34,7 @@ def test_every_method_constant_is_a_method_of_the_schema_on_the_side_the_table_g
 
 
 def test_the_side_tables_hold_only_the_constants():
-    assert methods.AGENT_METHODS | methods.CLIENT_METHODS == set(constants().values())
+    assert set(constants().values()) == methods.AGENT_METHODS | methods.CLIENT_METHODS
 
 
 async def test_the_server_registers_handlers_only_for_agent_methods_of_the_table(tmp_path):
