@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
-from typing import Any, Required, TypedDict
+from typing import TYPE_CHECKING
 
 ENV_PREFIX = "ACP_SERVER_"
 
+if TYPE_CHECKING:  # for the checker only: `--help` does not pay for building the class
+    from collections.abc import Callable
+    from typing import Any, Required, TypedDict
 
-class OptionSpec(TypedDict, total=False):
-    """The keyword arguments of `add_argument` an option sets."""
+    class OptionSpec(TypedDict, total=False):
+        """The keyword arguments of `add_argument` an option sets."""
 
-    help: Required[str]
-    default: Any
-    type: Callable[[str], Any]
+        help: Required[str]
+        default: Any
+        type: Callable[[str], Any]
 
 
 SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
