@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from acp_server.protocol.models import AvailableCommand, CommandInput
 from acp_server.turns.policy import MODE_IDS, MODES
 from adapters.base import AdapterCapabilities, SlashCommand
 
@@ -21,9 +22,10 @@ BUILTINS = (
 BUILTIN_NAMES = frozenset(c.name for c in BUILTINS)
 
 
-def available_commands(caps: AdapterCapabilities) -> list[dict[str, Any]]:
+def available_commands(caps: AdapterCapabilities) -> list[AvailableCommand]:
     commands = [*BUILTINS, *(c for c in caps.commands if c.name not in BUILTIN_NAMES)]
-    return [{"name": c.name, "description": c.description, **({"input": {"hint": c.hint}} if c.hint else {})}
+    return [AvailableCommand(name=c.name, description=c.description,
+                             input=CommandInput(hint=c.hint) if c.hint else None)
             for c in commands]
 
 
@@ -48,7 +50,7 @@ class CommandContext:
     permissions: dict[str, bool]
     set_mode: Callable[[str], Awaitable[None]]
     save_permissions: Callable[[], Awaitable[None]]
-    commands: list[dict[str, Any]]
+    commands: list[AvailableCommand]
 
 
 async def run_builtin(name: str, args: str, ctx: CommandContext) -> str:
@@ -59,8 +61,8 @@ async def run_builtin(name: str, args: str, ctx: CommandContext) -> str:
 async def _help(args: str, ctx: CommandContext) -> str:
     lines = ["Commands:"]
     for command in ctx.commands:
-        hint = f" {command['input']['hint']}" if "input" in command else ""
-        lines.append(f"- `/{command['name']}{hint}`: {command['description']}")
+        hint = f" {command.input.hint}" if command.input is not None else ""
+        lines.append(f"- `/{command.name}{hint}`: {command.description}")
     return "\n".join(lines)
 
 

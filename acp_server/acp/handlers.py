@@ -30,18 +30,41 @@ from acp_server.acp.options import (
 from acp_server.acp.sessions import Session, SessionStore
 from acp_server.protocol import methods
 from acp_server.protocol.models import (
+    AgentCapabilities,
     AuthenticateParams,
+    EmptyResult,
+    Implementation,
     InitializeParams,
+    InitializeResult,
     ListSessionsParams,
+    ListSessionsResult,
     LoadSessionParams,
+    McpCapabilities,
+    McpServer,
     NewSessionParams,
+    NewSessionResult,
+    Offered,
+    PromptCapabilities,
     PromptParams,
+    PromptResult,
+    SessionCapabilities,
+    SessionInfo,
     SessionParams,
+    SessionStateResult,
     SetConfigOptionParams,
+    SetConfigOptionResult,
     SetModeParams,
+    Usage,
     parse,
 )
-from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PeerClosedError, RpcError
+from acp_server.rpc.errors import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    FieldProblem,
+    PeerClosedError,
+    RpcError,
+    invalid_params,
+)
 from acp_server.rpc.peer import Peer
 from acp_server.turns.mapping import to_update
 from acp_server.turns.policy import DEFAULT_MODE
@@ -131,28 +154,30 @@ class AcpAgent:
         self.client = ClientCapabilities.from_wire(request.client_capabilities)
         self._initialized = True
         caps = self.capabilities
-        durable = self.journal is not None
-        return {
-            "protocolVersion": PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": durable,
-                "promptCapabilities": {
-                    "image": caps.image, "audio": caps.audio, "embeddedContext": caps.embedded_context,
-                },
-                "mcpCapabilities": {"http": caps.mcp_http, "sse": caps.mcp_sse},
-                "sessionCapabilities": (
-                    {"list": {}, "resume": {}, "close": {}, "delete": {}, "additionalDirectories": {}}
-                    if durable else {"additionalDirectories": {}}
-                ),
-            },
-            "authMethods": [],
-            "agentInfo": {"name": "acp-server", "title": f"acp-server ({self.adapter.name})",
-                          "version": acp_server.__version__},
-        }
+        return InitializeResult(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=self.journal is not None,
+                prompt_capabilities=PromptCapabilities(
+                    image=caps.image, audio=caps.audio, embedded_context=caps.embedded_context),
+                mcp_capabilities=McpCapabilities(http=caps.mcp_http, sse=caps.mcp_sse),
+                session_capabilities=self._session_capabilities(),
+            ),
+            auth_methods=[],
+            agent_info=Implementation(name="acp-server", title=f"acp-server ({self.adapter.name})",
+                                      version=acp_server.__version__),
+        ).wire()
+
+    def _session_capabilities(self) -> SessionCapabilities:
+        """Listing, resuming, closing and deleting need the journal; extra directories do not."""
+        if self.journal is None:
+            return SessionCapabilities(additional_directories=Offered())
+        return SessionCapabilities(list_=Offered(), resume=Offered(), close=Offered(), delete=Offered(),
+                                   additional_directories=Offered())
 
     async def handle_authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         parse(AuthenticateParams, params)
-        return {}
+        return EmptyResult().wire()
 
     async def on_close(self) -> None:
         """The client went away: cancel every running and queued turn, and (briefly, as the
@@ -176,15 +201,21 @@ class AcpAgent:
             additional_directories=tuple(request.additional_directories or ()),
         )
         self._announce_commands(session.id)
-        return {"sessionId": session.id, **self._session_state(session)}
+        return NewSessionResult(
+            session_id=session.id, modes=modes_state(session.mode),
+            config_options=config_options(self.capabilities, session.mode, session.config),
+        ).wire()
 
     def _session_state(self, session: Session) -> dict[str, Any]:
-        """`modes` and `configOptions` as session/new, load and resume answer them."""
-        return {"modes": modes_state(session.mode),
-                "configOptions": config_options(self.capabilities, session.mode, session.config)}
+        """`modes` and `configOptions`, as session/load and session/resume answer them."""
+        return SessionStateResult(
+            modes=modes_state(session.mode),
+            config_options=config_options(self.capabilities, session.mode, session.config),
+        ).wire()
 
     def _announce_commands(self, session_id: str) -> None:
-        update = {"sessionUpdate": "available_commands_update", "availableCommands": self._commands}
+        update = {"sessionUpdate": "available_commands_update",
+                  "availableCommands": [command.wire() for command in self._commands]}
         try:
             self.peer.spawn(lambda: self.notify_update(session_id, update))
         except PeerClosedError:
@@ -197,7 +228,7 @@ class AcpAgent:
         request = parse(SetModeParams, params)
         session = await self.sessions.get(request.session_id)
         await self._set_mode(session, check_mode(request.mode_id))
-        return {}
+        return EmptyResult().wire()
 
     async def handle_session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(SetConfigOptionParams, params)
@@ -208,7 +239,8 @@ class AcpAgent:
         else:
             session.config[request.config_id] = value
             await self.sessions.save(session, config=dict(session.config))
-        return {"configOptions": config_options(self.capabilities, session.mode, session.config)}
+        return SetConfigOptionResult(
+            config_options=config_options(self.capabilities, session.mode, session.config)).wire()
 
     async def _set_mode(self, session: Session, mode: str, *, announce_options: bool = True) -> None:
         """Change the mode, persist it, and tell the client through both mechanisms."""
@@ -216,9 +248,9 @@ class AcpAgent:
         await self.sessions.save(session, mode=mode)
         await self.notify_update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
         if announce_options:
+            options = config_options(self.capabilities, session.mode, session.config)
             await self.notify_update(session.id, {
-                "sessionUpdate": "config_option_update",
-                "configOptions": config_options(self.capabilities, session.mode, session.config)})
+                "sessionUpdate": "config_option_update", "configOptions": [option.wire() for option in options]})
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """Replay the whole conversation, then answer: the client sees history before `{}`."""
@@ -250,8 +282,7 @@ class AcpAgent:
             request.session_id, mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers))
         if request.cwd != session.cwd and not await anyio.to_thread.run_sync(_same_directory, request.cwd, session.cwd):
             problem = "is not the session's working directory"
-            raise RpcError(INVALID_PARAMS, f"Invalid params: cwd {problem} ({session.cwd})",
-                           {"errors": [{"field": "cwd", "problem": problem}]})
+            raise invalid_params(FieldProblem("cwd", problem), message=f"cwd {problem} ({session.cwd})")
         directories = tuple(request.additional_directories or ())
         if directories != session.additional_directories:  # the request's list is the whole new list
             session.additional_directories = directories
@@ -264,20 +295,14 @@ class AcpAgent:
         try:
             records, next_cursor = await self.journal.list_sessions(cwd=request.cwd, cursor=request.cursor)
         except ValueError:
-            raise RpcError(INVALID_PARAMS, "Invalid params: cursor is not one this server issued",
-                           {"errors": [{"field": "cursor", "problem": "is not valid"}]}) from None
-        sessions = []
-        for record in records:
-            info: dict[str, Any] = {"sessionId": record.id, "cwd": record.cwd, "updatedAt": iso(record.updated_at)}
-            if record.title:
-                info["title"] = record.title
-            if record.additional_dirs:
-                info["additionalDirectories"] = list(record.additional_dirs)
-            sessions.append(info)
-        result: dict[str, Any] = {"sessions": sessions}
-        if next_cursor is not None:
-            result["nextCursor"] = next_cursor
-        return result
+            raise invalid_params(FieldProblem("cursor", "is not valid"),
+                                 message="cursor is not one this server issued") from None
+        sessions = [
+            SessionInfo(session_id=record.id, cwd=record.cwd, updated_at=iso(record.updated_at),
+                        title=record.title or None, additional_directories=list(record.additional_dirs) or None)
+            for record in records
+        ]
+        return ListSessionsResult(sessions=sessions, next_cursor=next_cursor).wire()
 
     async def handle_session_close(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(SessionParams, params)
@@ -286,12 +311,12 @@ class AcpAgent:
             await self.sessions.get(request.session_id)  # -32002 when the journal has never heard of it
             session = self.sessions.close(request.session_id)
         self._release(session)
-        return {}
+        return EmptyResult().wire()
 
     async def handle_session_delete(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(SessionParams, params)
         self._release(await self.sessions.delete(request.session_id))
-        return {}
+        return EmptyResult().wire()
 
     def _release(self, session: Session | None) -> None:
         """Once the session's last turn has wound down, the adapter may free what it keeps."""
@@ -307,12 +332,12 @@ class AcpAgent:
         except PeerClosedError:  # the process is about to exit, and the adapter with it
             log.info("the client left before session %s was released", session.id)
 
-    def _check_mcp_transports(self, servers: list[Any]) -> None:
+    def _check_mcp_transports(self, servers: list[McpServer]) -> None:
         offered = {"stdio": True, "http": self.capabilities.mcp_http, "sse": self.capabilities.mcp_sse}
         for index, server in enumerate(servers):
             if not offered[server.type]:
-                raise RpcError(INVALID_PARAMS, f"Invalid params: MCP transport {server.type} is not supported",
-                               {"errors": [{"field": f"mcpServers.{index}.type", "problem": "is not supported"}]})
+                raise invalid_params(FieldProblem(f"mcpServers.{index}.type", "is not supported"),
+                                     message=f"MCP transport {server.type} is not supported")
 
     async def handle_session_cancel(self, params: dict[str, Any]) -> None:
         request = parse(SessionParams, params)
@@ -331,16 +356,14 @@ class AcpAgent:
         try:
             await ticket.wait()
             if ticket.cancelled:
-                return {"stopReason": "cancelled"}
+                return PromptResult(stop_reason="cancelled").wire()
             outcome = await self._run(session, blocks, ticket)
         finally:
             session.queue.leave(ticket)
         if outcome.stop_reason == "error":
             raise RpcError(INTERNAL_ERROR, outcome.error or "The agent failed")
-        response: dict[str, Any] = {"stopReason": outcome.stop_reason}
-        if outcome.usage is not None:
-            response["usage"] = outcome.usage
-        return response
+        usage = Usage.model_validate(outcome.usage) if outcome.usage is not None else None
+        return PromptResult(stop_reason=outcome.stop_reason, usage=usage).wire()
 
     def _check_prompt_content(self, blocks: tuple[dict[str, Any], ...]) -> None:
         allowed = {"text", "resource_link"}
@@ -349,8 +372,8 @@ class AcpAgent:
                                           ("resource", caps.embedded_context)) if ok}
         for index, block in enumerate(blocks):
             if block["type"] not in allowed:
-                raise RpcError(INVALID_PARAMS, f"Invalid params: this agent does not accept {block['type']} content",
-                               {"errors": [{"field": f"prompt.{index}.type", "problem": "is not supported"}]})
+                raise invalid_params(FieldProblem(f"prompt.{index}.type", "is not supported"),
+                                     message=f"this agent does not accept {block['type']} content")
 
     async def _run(self, session: Session, blocks: tuple[dict[str, Any], ...], ticket: Ticket) -> TurnOutcome:
         numbering = RunNumbering(f"run_{uuid.uuid4().hex}", session.id)

@@ -9,42 +9,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_server.rpc.errors import INVALID_PARAMS, RpcError
+from acp_server.protocol.models import SessionConfigChoice, SessionConfigOption, SessionMode, SessionModeState
+from acp_server.rpc.errors import FieldProblem, RpcError, invalid_params
 from acp_server.turns.policy import DEFAULT_MODE, MODE_IDS, MODES
 from adapters.base import AdapterCapabilities, ConfigOption
 
 MODE_OPTION = "mode"
 
 
-def modes_state(current: str | None) -> dict[str, Any]:
-    return {
-        "currentModeId": current or DEFAULT_MODE,
-        "availableModes": [{"id": m.id, "name": m.name, "description": m.description} for m in MODES],
-    }
+def modes_state(current: str | None) -> SessionModeState:
+    return SessionModeState(
+        current_mode_id=current or DEFAULT_MODE,
+        available_modes=[SessionMode(id=m.id, name=m.name, description=m.description) for m in MODES],
+    )
 
 
-def _select(option: ConfigOption, current: str) -> dict[str, Any]:
-    described: dict[str, Any] = {"id": option.id, "name": option.name, "type": "select", "currentValue": current}
-    if option.description:
-        described["description"] = option.description
-    if option.category:
-        described["category"] = option.category
-    described["options"] = [
-        {"value": c.value, "name": c.name, **({"description": c.description} if c.description else {})}
-        for c in option.choices
-    ]
-    return described
+def _select(option: ConfigOption, current: str) -> SessionConfigOption:
+    choices = [SessionConfigChoice(value=c.value, name=c.name, description=c.description or None)
+               for c in option.choices]
+    return SessionConfigOption(id=option.id, name=option.name, category=option.category or None,
+                               description=option.description or None, current_value=current, options=choices)
 
 
-def config_options(caps: AdapterCapabilities, mode: str | None, values: dict[str, Any]) -> list[dict[str, Any]]:
+def config_options(caps: AdapterCapabilities, mode: str | None, values: dict[str, Any]) -> list[SessionConfigOption]:
     """The complete list, in the order clients should show it: the mode first."""
-    described = [{
-        "id": MODE_OPTION, "name": "Mode", "category": "mode", "type": "select",
-        "description": "How cautious the agent is: what it may do without asking.",
-        "currentValue": mode or DEFAULT_MODE,
-        "options": [{"value": m.id, "name": m.name, "description": m.description} for m in MODES],
-    }]
-    return described + [_select(o, str(values.get(o.id, o.default))) for o in caps.config_options]
+    described = SessionConfigOption(
+        id=MODE_OPTION, name="Mode", category="mode",
+        description="How cautious the agent is: what it may do without asking.",
+        current_value=mode or DEFAULT_MODE,
+        options=[SessionConfigChoice(value=m.id, name=m.name, description=m.description) for m in MODES],
+    )
+    return [described, *(_select(o, str(values.get(o.id, o.default))) for o in caps.config_options)]
 
 
 def effective_config(caps: AdapterCapabilities, values: dict[str, Any]) -> dict[str, Any]:
@@ -75,5 +70,4 @@ def check_value(caps: AdapterCapabilities, config_id: str, value: Any) -> str:
 
 
 def _invalid(field: str, problem: str) -> RpcError:
-    errors = [{"field": field, "problem": problem}]
-    return RpcError(INVALID_PARAMS, f"Invalid params: {field} {problem}", {"errors": errors})
+    return invalid_params(FieldProblem(field, problem))

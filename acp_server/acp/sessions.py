@@ -28,8 +28,8 @@ class Session:
     additional_directories: tuple[str, ...] = ()
     mcp_servers: tuple[dict[str, Any], ...] = ()
     mode: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    history: list[Message] | None = field(default_factory=list)  # None: still in the journal
+    config: dict[str, Any] = field(default_factory=dict[str, Any])
+    history: list[Message] | None = field(default_factory=list[Message])  # None: still in the journal
     queue: TurnQueue = field(default_factory=TurnQueue)
     permissions: PermissionMemory = field(default_factory=PermissionMemory)
     title: str | None = None

@@ -9,11 +9,13 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 CONTENT_LINES = 20  # tool output longer than this is cut when shown
 DIM, RESET = "\x1b[2m", "\x1b[0m"
 PLAN_MARKS = {"completed": "x", "in_progress": "~"}
+
+JsonObject = dict[str, Any]
 
 
 class Display:
@@ -35,8 +37,7 @@ class Display:
             if self._raw:
                 self._write(json.dumps(params, ensure_ascii=False) + "\n")
             else:
-                update = params.get("update")
-                self._render(update if isinstance(update, dict) else {})
+                self._render(_object(params.get("update")) or {})
             self._out.flush()
         except BrokenPipeError:
             self._discard_output()
@@ -87,6 +88,8 @@ class Display:
                 self._line(f"[title] {update['title'] or '(cleared)'}")
             case "current_mode_update":
                 self._line(f"[mode] {update.get('currentModeId')}")
+            case _:
+                pass  # an update with nothing to show, or of a kind newer than this client
 
     def _write(self, text: str) -> None:
         if text:
@@ -118,9 +121,7 @@ class Display:
         self._tool_content(content)
 
     def _tool_content(self, content: Any) -> None:
-        for item in content if isinstance(content, list) else []:
-            if not isinstance(item, dict):
-                continue
+        for item in _objects(content):
             if item.get("type") == "content":
                 self._indented(_block_text(item.get("content")))
             elif item.get("type") == "diff":
@@ -137,21 +138,33 @@ class Display:
 
     def _plan(self, entries: Any) -> None:
         self._line("[plan]")
-        for entry in entries if isinstance(entries, list) else []:
-            if isinstance(entry, dict):
-                self._line(f"  [{PLAN_MARKS.get(entry.get('status', ''), ' ')}] {entry.get('content', '')}")
+        for entry in _objects(entries):
+            status = entry.get("status")
+            mark = PLAN_MARKS.get(status, " ") if isinstance(status, str) else " "
+            self._line(f"  [{mark}] {entry.get('content', '')}")
 
     def _usage(self, update: dict[str, Any]) -> None:
         used, size = update.get("used"), update.get("size")
-        known = isinstance(used, int) and isinstance(size, int) and size > 0
-        share = f" ({100 * used / size:.1f}%)" if known else ""
-        cost = update.get("cost")
-        money = f", cost {cost.get('amount')} {cost.get('currency')}" if isinstance(cost, dict) else ""
+        share = f" ({100 * used / size:.1f}%)" if isinstance(used, int) and isinstance(size, int) and size > 0 else ""
+        cost = _object(update.get("cost"))
+        money = f", cost {cost.get('amount')} {cost.get('currency')}" if cost is not None else ""
         self._line(f"[usage] {used}/{size} tokens{share}{money}")
 
 
-def _block_text(block: Any) -> str:
-    if not isinstance(block, dict):
+def _object(value: object) -> JsonObject | None:
+    """`value` when it is a JSON object (decoded JSON objects always have string keys)."""
+    return cast(JsonObject, value) if isinstance(value, dict) else None
+
+
+def _objects(value: object) -> list[JsonObject]:
+    """The JSON objects of `value` when it is an array; anything else in it is skipped."""
+    items = cast(list[object], value) if isinstance(value, list) else []
+    return [item for item in map(_object, items) if item is not None]
+
+
+def _block_text(value: Any) -> str:
+    block = _object(value)
+    if block is None:
         return ""
     if block.get("type") == "text":
         return str(block.get("text", ""))

@@ -109,7 +109,7 @@ def option_sources(argv: Sequence[str], environ: Mapping[str, str] = os.environ)
 
 def settings_in_effect(args: argparse.Namespace, argv: Sequence[str], row: Row) -> list[tuple[str, str, str]]:
     sources = option_sources(argv)
-    table = []
+    table: list[tuple[str, str, str]] = []
     for flag, _spec in SERVER_OPTIONS:
         dest = flag.lstrip("-").replace("-", "_")
         table.append((flag.lstrip("-"), _shown(dest, getattr(args, dest, None)), sources[dest]))

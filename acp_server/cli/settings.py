@@ -7,10 +7,23 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 ENV_PREFIX = "ACP_SERVER_"
 
-SERVER_OPTIONS: list[tuple[str, dict[str, object]]] = [
+if TYPE_CHECKING:  # for the checker only: `--help` does not pay for building the class
+    from collections.abc import Callable
+    from typing import Any, Required, TypedDict
+
+    class OptionSpec(TypedDict, total=False):
+        """The keyword arguments of `add_argument` an option sets."""
+
+        help: Required[str]
+        default: Any
+        type: Callable[[str], Any]
+
+
+SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
     ("--agent", {"help": "agent to serve: a built-in (openai, echo, scripted, python), an installed agent's name, "
                          "or module:factory (default: openai)", "default": "openai"}),
     ("--model", {"help": "model for the openai agent (default: from the environment, the config file, or the "
@@ -38,14 +51,14 @@ def add_server_options(parser: argparse.ArgumentParser, *, defaults: bool = True
     """Without `defaults`, an option left out keeps the value given before the subcommand."""
     group = parser.add_argument_group("server options (each also settable as ACP_SERVER_<NAME>)")
     for flag, spec in SERVER_OPTIONS:
-        spec = dict(spec)
+        spec = spec.copy()
         env = os.environ.get(env_name(flag))
         if not defaults:
             spec["default"] = argparse.SUPPRESS
         elif env is not None:
             spec["default"] = env  # argparse converts (and reports a bad value) like a flag's
         spec["help"] = f"{spec['help']} [env {env_name(flag)}]"
-        group.add_argument(flag, **spec)  # type: ignore[arg-type]
+        group.add_argument(flag, **spec)
 
 
 def server_args(args: argparse.Namespace) -> list[str]:

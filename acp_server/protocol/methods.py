@@ -1,5 +1,10 @@
-"""ACP method names, typed once (from the schema's meta.json)."""
+"""ACP method names, typed once, as the schema's meta.json tables name them.
 
+`AGENT_METHODS` are the ones a client calls on us, `CLIENT_METHODS` the ones we call on the
+client; tests/test_methods.py checks both against the vendored `schema/meta.json`.
+"""
+
+# --- agent methods: the client calls them on us ----------------------------------------------
 INITIALIZE = "initialize"
 AUTHENTICATE = "authenticate"
 SESSION_NEW = "session/new"
@@ -13,6 +18,7 @@ SESSION_CANCEL = "session/cancel"
 SESSION_SET_MODE = "session/set_mode"
 SESSION_SET_CONFIG_OPTION = "session/set_config_option"
 
+# --- client methods: we call them on the client ----------------------------------------------
 SESSION_UPDATE = "session/update"
 REQUEST_PERMISSION = "session/request_permission"
 FS_READ_TEXT_FILE = "fs/read_text_file"
@@ -23,3 +29,12 @@ TERMINAL_WAIT_FOR_EXIT = "terminal/wait_for_exit"
 TERMINAL_KILL = "terminal/kill"
 TERMINAL_RELEASE = "terminal/release"
 ELICITATION_CREATE = "elicitation/create"
+
+AGENT_METHODS = frozenset({
+    INITIALIZE, AUTHENTICATE, SESSION_NEW, SESSION_LOAD, SESSION_RESUME, SESSION_LIST, SESSION_CLOSE,
+    SESSION_DELETE, SESSION_PROMPT, SESSION_CANCEL, SESSION_SET_MODE, SESSION_SET_CONFIG_OPTION,
+})
+CLIENT_METHODS = frozenset({
+    SESSION_UPDATE, REQUEST_PERMISSION, FS_READ_TEXT_FILE, FS_WRITE_TEXT_FILE, TERMINAL_CREATE, TERMINAL_OUTPUT,
+    TERMINAL_WAIT_FOR_EXIT, TERMINAL_KILL, TERMINAL_RELEASE, ELICITATION_CREATE,
+})

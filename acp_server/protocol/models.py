@@ -1,4 +1,5 @@
-"""Pydantic models for what the client sends us, and the one place params are validated.
+"""Pydantic models of the ACP wire: what the client sends us (validated in `parse`, the one
+place params are checked) and what we answer (built as models, sent as `.wire()`).
 
 Field names are snake_case in Python and camelCase on the wire. Unknown fields are ignored
 (newer clients send more), while wrong types and missing required fields become -32602 with
@@ -13,12 +14,16 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from acp_server.rpc.errors import INVALID_PARAMS, RpcError
+from acp_server.rpc.errors import FieldProblem, invalid_params
 
 
 class WireModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True,
                               defer_build=True)  # built on first use: start-up stays fast
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON object the peer reads: camelCase, unset optional fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True)
 
 
 # --- content blocks ------------------------------------------------------------------------
@@ -91,6 +96,10 @@ class McpServer(WireModel):
     type: Literal["stdio", "http", "sse"] = "stdio"
 
 
+def _absolute_or_none(path: str | None) -> str | None:
+    return None if path is None else _absolute(path)
+
+
 def _all_absolute(paths: list[str] | None) -> list[str]:
     return [_absolute(path) for path in paths or []]
 
@@ -110,7 +119,7 @@ class SessionParams(WireModel):
 
 class LoadSessionParams(SessionParams):
     cwd: str
-    mcp_servers: list[McpServer] = Field(default_factory=list)
+    mcp_servers: list[McpServer] = Field(default_factory=list[McpServer])
     additional_directories: list[str] | None = None
 
     _cwd = field_validator("cwd")(_absolute)
@@ -121,7 +130,7 @@ class ListSessionsParams(WireModel):
     cwd: str | None = None
     cursor: str | None = None
 
-    _cwd = field_validator("cwd")(lambda v: None if v is None else _absolute(v))
+    _cwd = field_validator("cwd")(_absolute_or_none)
 
 
 class PromptParams(SessionParams):
@@ -178,6 +187,145 @@ class TerminalOutputResult(WireModel):
     exit_status: TerminalExit | None = None
 
 
+# --- results: what we answer ---------------------------------------------------------------
+
+
+class EmptyResult(WireModel):
+    """`{}`, the answer of authenticate, session/set_mode, session/close and session/delete."""
+
+
+class Offered(WireModel):
+    """A capability that has nothing to say beyond being there: `{}`."""
+
+
+class PromptCapabilities(WireModel):
+    image: bool
+    audio: bool
+    embedded_context: bool
+
+
+class McpCapabilities(WireModel):
+    http: bool
+    sse: bool
+
+
+class SessionCapabilities(WireModel):
+    list_: Offered | None = Field(default=None, serialization_alias="list")
+    resume: Offered | None = None
+    close: Offered | None = None
+    delete: Offered | None = None
+    additional_directories: Offered | None = None
+
+
+class AgentCapabilities(WireModel):
+    load_session: bool
+    prompt_capabilities: PromptCapabilities
+    mcp_capabilities: McpCapabilities
+    session_capabilities: SessionCapabilities
+
+
+class AuthMethod(WireModel):
+    id: str
+    name: str
+    description: str | None = None
+
+
+class Implementation(WireModel):
+    name: str
+    title: str | None = None
+    version: str
+
+
+class InitializeResult(WireModel):
+    protocol_version: int
+    agent_capabilities: AgentCapabilities
+    auth_methods: list[AuthMethod]
+    agent_info: Implementation
+
+
+class SessionMode(WireModel):
+    id: str
+    name: str
+    description: str | None = None
+
+
+class SessionModeState(WireModel):
+    current_mode_id: str
+    available_modes: list[SessionMode]
+
+
+class SessionConfigChoice(WireModel):
+    value: str
+    name: str
+    description: str | None = None
+
+
+class SessionConfigOption(WireModel):
+    """A `select` config option (the only kind we offer), its choices in display order."""
+
+    id: str
+    name: str
+    category: str | None = None
+    type: Literal["select"] = "select"
+    description: str | None = None
+    current_value: str
+    options: list[SessionConfigChoice]
+
+
+class CommandInput(WireModel):
+    hint: str
+
+
+class AvailableCommand(WireModel):
+    name: str
+    description: str
+    input: CommandInput | None = None
+
+
+class NewSessionResult(WireModel):
+    session_id: str
+    modes: SessionModeState
+    config_options: list[SessionConfigOption]
+
+
+class SessionStateResult(WireModel):
+    """What session/load and session/resume answer."""
+
+    modes: SessionModeState
+    config_options: list[SessionConfigOption]
+
+
+class SetConfigOptionResult(WireModel):
+    config_options: list[SessionConfigOption]
+
+
+class SessionInfo(WireModel):
+    session_id: str
+    cwd: str
+    updated_at: str | None = None
+    title: str | None = None
+    additional_directories: list[str] | None = None
+
+
+class ListSessionsResult(WireModel):
+    sessions: list[SessionInfo]
+    next_cursor: str | None = None
+
+
+class Usage(WireModel):
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+
+
+class PromptResult(WireModel):
+    stop_reason: str
+    usage: Usage | None = None  # only the unstable schema has it; stable clients ignore it
+
+
+# --- validation ----------------------------------------------------------------------------
+
+
 M = TypeVar("M", bound=BaseModel)
 
 _GENERIC = {
@@ -207,14 +355,12 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in parts) or "params"
 
 
-def field_errors(exc: ValidationError) -> list[dict[str, str]]:
+def field_problems(exc: ValidationError) -> list[FieldProblem]:
     """The failing fields of a validation error, without the values that failed."""
-    errors = []
-    for error in exc.errors(include_input=False, include_url=False, include_context=False):
-        field = _field_path(error["loc"])
-        problem = _GENERIC.get(error["type"], error["msg"].removeprefix("Value error, "))
-        errors.append({"field": field, "problem": problem})
-    return errors
+    return [
+        FieldProblem(_field_path(error["loc"]), _GENERIC.get(error["type"], error["msg"].removeprefix("Value error, ")))
+        for error in exc.errors(include_input=False, include_url=False, include_context=False)
+    ]
 
 
 def parse(model: type[M], params: Any) -> M:
@@ -222,6 +368,4 @@ def parse(model: type[M], params: Any) -> M:
     try:
         return model.model_validate(params)
     except ValidationError as exc:
-        errors = field_errors(exc)
-        summary = "; ".join(f"{e['field']} {e['problem']}" for e in errors[:3])
-        raise RpcError(INVALID_PARAMS, f"Invalid params: {summary}", {"errors": errors}) from None
+        raise invalid_params(*field_problems(exc)) from None

@@ -1,0 +1,48 @@
+"""The method table in acp_server/protocol/methods.py against the vendored schema's meta.json:
+every name is a real ACP method on the side the table puts it, and the server registers
+handlers only for agent methods from that table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from acp_server.acp.handlers import AcpAgent
+from acp_server.protocol import methods
+from adapters.scripted import ScriptedAdapter
+from journal.store import Journal
+
+META = json.loads((Path(__file__).resolve().parent.parent / "schema" / "meta.json").read_text())
+SCHEMA_AGENT_METHODS = frozenset(META["agentMethods"].values())
+SCHEMA_CLIENT_METHODS = frozenset(META["clientMethods"].values())
+SCRIPT = {"scenarios": [{"match": "", "steps": [{"say": "ok"}]}]}
+
+
+def constants() -> dict[str, str]:
+    return {name: value for name, value in vars(methods).items() if name.isupper() and isinstance(value, str)}
+
+
+@pytest.mark.parametrize(("name", "value"), sorted(constants().items()))
+def test_every_method_constant_is_a_method_of_the_schema_on_the_side_the_table_gives_it(name, value):
+    sides = [side for side, table in (("agent", methods.AGENT_METHODS), ("client", methods.CLIENT_METHODS))
+             if value in table]
+    assert len(sides) == 1, f"{name} must be in exactly one of AGENT_METHODS and CLIENT_METHODS"
+    schema_side = SCHEMA_AGENT_METHODS if sides[0] == "agent" else SCHEMA_CLIENT_METHODS
+    assert value in schema_side, f"{name} = {value!r} is not an {sides[0]} method of schema/meta.json"
+
+
+def test_the_side_tables_hold_only_the_constants():
+    assert set(constants().values()) == methods.AGENT_METHODS | methods.CLIENT_METHODS
+
+
+async def test_the_server_registers_handlers_only_for_agent_methods_of_the_table(tmp_path):
+    journal = await Journal.open(tmp_path / "j.db")
+    try:
+        with_journal = AcpAgent(ScriptedAdapter.from_data(SCRIPT), journal=journal).handlers()
+    finally:
+        await journal.close()
+    without = AcpAgent(ScriptedAdapter.from_data(SCRIPT)).handlers()
+    assert set(without) < set(with_journal) == methods.AGENT_METHODS
+    assert methods.AGENT_METHODS <= SCHEMA_AGENT_METHODS
