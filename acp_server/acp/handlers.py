@@ -1,32 +1,29 @@
 """The ACP surface: one handler per method, over a JSON-RPC peer; knows nothing of SQLite.
 
 It keeps the client's capabilities for the connection and gates every client call on them,
-advertises exactly what the adapter can do, and runs prompts through the turn supervisor.
-Every runtime event of a turn passes through `publish`, the one place that numbers, records
-and maps it to a `session/update`.
+advertises exactly what the adapter can do, and hands prompts to `acp.prompting`, where every
+runtime event of a turn is journaled and mapped to a `session/update`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 
 import acp_server
-from acp_server.acp.commands import CommandContext, available_commands, builtin_invocation, run_builtin
+from acp_server.acp.commands import available_commands
 from acp_server.acp.options import (
     MODE_OPTION,
     check_mode,
     check_value,
     config_options,
-    effective_config,
     modes_state,
 )
+from acp_server.acp.prompting import AgentOptions, Prompts
 from acp_server.acp.sessions import Session, SessionStore
 from acp_server.protocol import methods
 from acp_server.protocol.models import (
@@ -46,7 +43,6 @@ from acp_server.protocol.models import (
     Offered,
     PromptCapabilities,
     PromptParams,
-    PromptResult,
     SessionCapabilities,
     SessionInfo,
     SessionParams,
@@ -54,11 +50,9 @@ from acp_server.protocol.models import (
     SetConfigOptionParams,
     SetConfigOptionResult,
     SetModeParams,
-    Usage,
     parse,
 )
 from acp_server.rpc.errors import (
-    INTERNAL_ERROR,
     INVALID_REQUEST,
     FieldProblem,
     PeerClosedError,
@@ -66,21 +60,10 @@ from acp_server.rpc.errors import (
     invalid_params,
 )
 from acp_server.rpc.peer import Peer
-from acp_server.turns.mapping import to_update
-from acp_server.turns.policy import DEFAULT_MODE
 from acp_server.turns.replay import iso, replay_updates
-from acp_server.turns.services import ClientCapabilities, ClientTools
-from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
-from adapters.base import AdapterCapabilities, Message, RuntimeAdapter, TurnInput, close_session
-from adapters.events import (
-    Envelope,
-    PromptReceived,
-    RuntimeEvent,
-    TextDelta,
-    TitleChanged,
-    TurnFinished,
-)
-from journal.states import RunState, normalize_state
+from acp_server.turns.services import ClientCapabilities
+from adapters.base import AdapterCapabilities, RuntimeAdapter, close_session
+from journal.states import RunState
 from journal.store import Journal
 
 log = logging.getLogger(__name__)
@@ -90,13 +73,6 @@ SEQUENTIAL = frozenset({methods.INITIALIZE})  # handled in read order, so nothin
 CLOSE_HOOKS_BUDGET = 0.5  # seconds of a shutdown the adapter's close_session hooks may take
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class AgentOptions:
-    max_workers: int = 8
-    permission_timeout: float | None = None
-    cancel_grace: float = 1.0
 
 
 class AcpAgent:
@@ -113,8 +89,10 @@ class AcpAgent:
         self.client = ClientCapabilities()
         self.peer = peer if peer is not None else Peer(sequential=SEQUENTIAL)
         self._initialized = False
-        self._limiter = anyio.CapacityLimiter(self.options.max_workers)
         self._commands = available_commands(self.capabilities)
+        self.prompts = Prompts(adapter=adapter, options=self.options, journal=journal, sessions=self.sessions,
+                               peer=self.peer, client=lambda: self.client, commands=self._commands,
+                               set_mode=self._set_mode)
 
     def handlers(self) -> dict[str, Handler]:
         table: dict[str, Handler] = {
@@ -352,18 +330,7 @@ class AcpAgent:
         session = await self.sessions.get(request.session_id)
         blocks = tuple(block.model_dump(by_alias=True, exclude_none=True) for block in request.prompt)
         self._check_prompt_content(blocks)
-        ticket = session.queue.enter()
-        try:
-            await ticket.wait()
-            if ticket.cancelled:
-                return PromptResult(stop_reason="cancelled").wire()
-            outcome = await self._run(session, blocks, ticket)
-        finally:
-            session.queue.leave(ticket)
-        if outcome.stop_reason == "error":
-            raise RpcError(INTERNAL_ERROR, outcome.error or "The agent failed")
-        usage = Usage.model_validate(outcome.usage) if outcome.usage is not None else None
-        return PromptResult(stop_reason=outcome.stop_reason, usage=usage).wire()
+        return (await self.prompts.prompt(session, blocks)).wire()
 
     def _check_prompt_content(self, blocks: tuple[dict[str, Any], ...]) -> None:
         allowed = {"text", "resource_link"}
@@ -374,79 +341,6 @@ class AcpAgent:
             if block["type"] not in allowed:
                 raise invalid_params(FieldProblem(f"prompt.{index}.type", "is not supported"),
                                      message=f"this agent does not accept {block['type']} content")
-
-    async def _run(self, session: Session, blocks: tuple[dict[str, Any], ...], ticket: Ticket) -> TurnOutcome:
-        numbering = RunNumbering(f"run_{uuid.uuid4().hex}", session.id)
-        if self.journal is not None:
-            await self.journal.start_run(run_id=numbering.run_id, session_id=session.id)
-        tally = TurnTally()
-
-        async def publish(envelope: Envelope) -> None:
-            tally.add(envelope.event)
-            await self.publish(envelope)
-
-        history = await self.sessions.history(session)
-        turn = TurnInput(session.id, session.cwd, blocks, tuple(history), session.mode or DEFAULT_MODE,
-                         effective_config(self.capabilities, session.config), session.mcp_servers,
-                         session.additional_directories)
-        await self.sessions.title_from_prompt(session, turn.text)
-        if (command := builtin_invocation(turn.text)) is not None:
-            outcome = await self._run_builtin(session, blocks, command, numbering, publish)
-        else:
-            outcome = await run_turn(
-                adapter=self.adapter, turn=turn, ticket=ticket, services=self._services(session, numbering, publish),
-                publish=publish, numbering=numbering, limiter=self._limiter, grace=self.options.cancel_grace,
-            )
-        history.append(Message("user", turn.text))
-        if tally.reply:
-            history.append(Message("agent", "".join(tally.reply)))
-        return replace(outcome, usage=tally.usage())
-
-    def _services(self, session: Session, numbering: RunNumbering, publish: Publish) -> ClientTools:
-        async def emit(event: RuntimeEvent) -> None:
-            await publish(numbering.envelope(event))
-
-        return ClientTools(
-            peer=self.peer, client=self.client, session_id=session.id, cwd=session.cwd,
-            roots=session.roots, permissions=session.permissions, emit=emit,
-            mode=lambda: session.mode or DEFAULT_MODE,
-            permission_timeout=self.options.permission_timeout,
-            on_remember=lambda: self.sessions.save(session, permissions=dict(session.permissions.decisions)),
-        )
-
-    async def _run_builtin(self, session: Session, blocks: tuple[dict[str, Any], ...], command: tuple[str, str],
-                           numbering: RunNumbering, publish: Publish) -> TurnOutcome:
-        """A built-in command is answered by the server, as a journaled turn of its own."""
-        await publish(numbering.envelope(PromptReceived(blocks)))
-
-        async def save_permissions() -> None:
-            await self.sessions.save(session, permissions=dict(session.permissions.decisions))
-
-        context = CommandContext(
-            session_id=session.id, cwd=session.cwd, agent_name=self.adapter.name,
-            mode=session.mode or DEFAULT_MODE, config=effective_config(self.capabilities, session.config),
-            permissions=session.permissions.decisions, set_mode=lambda mode: self._set_mode(session, mode),
-            save_permissions=save_permissions, commands=self._commands,
-        )
-        await publish(numbering.envelope(TextDelta(await run_builtin(*command, context))))
-        await publish(numbering.envelope(TurnFinished("end_turn")))
-        return TurnOutcome("end_turn")
-
-    async def publish(self, envelope: Envelope) -> None:
-        """Every runtime event of every turn passes here, in order: journal, then the wire."""
-        event = envelope.event
-        if self.journal is not None:
-            # Waits for durable events (journal.durability): a tool must not run before its
-            # dispatched record is committed.
-            await self.journal.append(envelope)
-            if isinstance(event, TurnFinished):
-                await self.journal.finish_run(envelope.run_id, normalize_state(event.reason),
-                                              stop_reason=event.reason, error=event.message)
-            elif isinstance(event, TitleChanged):
-                await self.journal.update_session(envelope.session_id, title=event.title)
-        update = to_update(event)
-        if update is not None:
-            await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})
 
 
 def _same_directory(first: str, second: str) -> bool:

@@ -1,0 +1,144 @@
+"""The prompt path of one connection: a turn waits its place in the session's queue, runs (the
+adapter in a worker thread, or a built-in slash command), and every runtime event it makes passes
+through `publish`, the one place that journals it and maps it to a `session/update`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+
+from acp_server.acp.commands import CommandContext, builtin_invocation, run_builtin
+from acp_server.acp.options import effective_config
+from acp_server.acp.sessions import Session, SessionStore
+from acp_server.protocol import methods
+from acp_server.protocol.models import AvailableCommand, PromptResult, Usage
+from acp_server.rpc.errors import INTERNAL_ERROR, RpcError
+from acp_server.rpc.peer import Peer
+from acp_server.turns.mapping import to_update
+from acp_server.turns.policy import DEFAULT_MODE
+from acp_server.turns.services import ClientCapabilities, ClientTools
+from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
+from adapters.base import AdapterCapabilities, Message, RuntimeAdapter, TurnInput
+from adapters.events import Envelope, PromptReceived, RuntimeEvent, TextDelta, TitleChanged, TurnFinished
+from journal.states import normalize_state
+from journal.store import Journal
+
+Blocks = tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOptions:
+    max_workers: int = 8
+    permission_timeout: float | None = None
+    cancel_grace: float = 1.0
+
+
+class Prompts:
+    """Runs the prompts of one connection; `client` reads the capabilities `initialize` gave."""
+
+    def __init__(self, *, adapter: RuntimeAdapter, options: AgentOptions, journal: Journal | None,
+                 sessions: SessionStore, peer: Peer, client: Callable[[], ClientCapabilities],
+                 commands: list[AvailableCommand], set_mode: Callable[[Session, str], Awaitable[None]]) -> None:
+        self.adapter = adapter
+        self.capabilities: AdapterCapabilities = adapter.capabilities()
+        self.options = options
+        self.journal = journal
+        self.sessions = sessions
+        self.peer = peer
+        self._client = client
+        self._commands = commands
+        self._set_mode = set_mode
+        self._limiter = anyio.CapacityLimiter(options.max_workers)
+
+    async def prompt(self, session: Session, blocks: Blocks) -> PromptResult:
+        """One `session/prompt`: wait behind earlier turns, run, answer with the stop reason."""
+        ticket = session.queue.enter()
+        try:
+            await ticket.wait()
+            if ticket.cancelled:
+                return PromptResult(stop_reason="cancelled")
+            outcome = await self._run(session, blocks, ticket)
+        finally:
+            session.queue.leave(ticket)
+        if outcome.stop_reason == "error":
+            raise RpcError(INTERNAL_ERROR, outcome.error or "The agent failed")
+        usage = Usage.model_validate(outcome.usage) if outcome.usage is not None else None
+        return PromptResult(stop_reason=outcome.stop_reason, usage=usage)
+
+    async def _run(self, session: Session, blocks: tuple[dict[str, Any], ...], ticket: Ticket) -> TurnOutcome:
+        numbering = RunNumbering(f"run_{uuid.uuid4().hex}", session.id)
+        if self.journal is not None:
+            await self.journal.start_run(run_id=numbering.run_id, session_id=session.id)
+        tally = TurnTally()
+
+        async def publish(envelope: Envelope) -> None:
+            tally.add(envelope.event)
+            await self.publish(envelope)
+
+        history = await self.sessions.history(session)
+        turn = TurnInput(session.id, session.cwd, blocks, tuple(history), session.mode or DEFAULT_MODE,
+                         effective_config(self.capabilities, session.config), session.mcp_servers,
+                         session.additional_directories)
+        await self.sessions.title_from_prompt(session, turn.text)
+        if (command := builtin_invocation(turn.text)) is not None:
+            outcome = await self._run_builtin(session, blocks, command, numbering, publish)
+        else:
+            outcome = await run_turn(
+                adapter=self.adapter, turn=turn, ticket=ticket, services=self._services(session, numbering, publish),
+                publish=publish, numbering=numbering, limiter=self._limiter, grace=self.options.cancel_grace,
+            )
+        history.append(Message("user", turn.text))
+        if tally.reply:
+            history.append(Message("agent", "".join(tally.reply)))
+        return replace(outcome, usage=tally.usage())
+
+    def _services(self, session: Session, numbering: RunNumbering, publish: Publish) -> ClientTools:
+        async def emit(event: RuntimeEvent) -> None:
+            await publish(numbering.envelope(event))
+
+        return ClientTools(
+            peer=self.peer, client=self._client(), session_id=session.id, cwd=session.cwd,
+            roots=session.roots, permissions=session.permissions, emit=emit,
+            mode=lambda: session.mode or DEFAULT_MODE,
+            permission_timeout=self.options.permission_timeout,
+            on_remember=lambda: self.sessions.save(session, permissions=dict(session.permissions.decisions)),
+        )
+
+    async def _run_builtin(self, session: Session, blocks: tuple[dict[str, Any], ...], command: tuple[str, str],
+                           numbering: RunNumbering, publish: Publish) -> TurnOutcome:
+        """A built-in command is answered by the server, as a journaled turn of its own."""
+        await publish(numbering.envelope(PromptReceived(blocks)))
+
+        async def save_permissions() -> None:
+            await self.sessions.save(session, permissions=dict(session.permissions.decisions))
+
+        context = CommandContext(
+            session_id=session.id, cwd=session.cwd, agent_name=self.adapter.name,
+            mode=session.mode or DEFAULT_MODE, config=effective_config(self.capabilities, session.config),
+            permissions=session.permissions.decisions, set_mode=lambda mode: self._set_mode(session, mode),
+            save_permissions=save_permissions, commands=self._commands,
+        )
+        await publish(numbering.envelope(TextDelta(await run_builtin(*command, context))))
+        await publish(numbering.envelope(TurnFinished("end_turn")))
+        return TurnOutcome("end_turn")
+
+    async def publish(self, envelope: Envelope) -> None:
+        """Every runtime event of every turn passes here, in order: journal, then the wire."""
+        event = envelope.event
+        if self.journal is not None:
+            # Waits for durable events (journal.durability): a tool must not run before its
+            # dispatched record is committed.
+            await self.journal.append(envelope)
+            if isinstance(event, TurnFinished):
+                await self.journal.finish_run(envelope.run_id, normalize_state(event.reason),
+                                              stop_reason=event.reason, error=event.message)
+            elif isinstance(event, TitleChanged):
+                await self.journal.update_session(envelope.session_id, title=event.title)
+        update = to_update(event)
+        if update is not None:
+            await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})
