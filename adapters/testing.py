@@ -90,6 +90,7 @@ class RecordingSink:
         self._files = dict(self.answers.files)
         self.activity = threading.Event()  # set by the turn's first sink call of any kind
         self.late_call = threading.Event()  # set by a call made after close()
+        self.ended = threading.Event()  # set by close()
 
     # --- what was recorded -----------------------------------------------------------------
 
@@ -128,6 +129,7 @@ class RecordingSink:
         """The turn is over: later calls are recorded in `late_calls` and raise."""
         with self._lock:
             self._closed = True
+        self.ended.set()
 
     def check_cancelled(self) -> None:
         self._touch("check_cancelled")

@@ -50,13 +50,25 @@ async def test_cancel_during_a_sleep_ends_the_turn_cancelled_and_the_session_kee
 
 
 async def test_a_prompt_sent_during_a_turn_waits_for_it_and_then_runs(tmp_path):
-    agent = scripted(("first", [{"say": "one"}, {"sleep": 0.3}, {"say": "two"}]))
+    # The first turn holds on a permission question until the test has seen the second prompt
+    # wait, so the test fails if the second prompt ever runs beside the first.
+    agent = scripted(("first", [{"say": "one"}, {"tool": "Edit", "kind": "edit", "ask": True}, {"say": "two"}]))
     async with running(agent) as editor:
+        release = anyio.Event()
+
+        async def hold(params):
+            await release.wait()
+            return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+
+        editor.handlers["session/request_permission"] = hold
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
         first = await editor.start_prompt(sid, "first")
-        await editor.wait_for(lambda: editor.text(sid) == "one")
+        await editor.wait_for(lambda: any(r["method"] == "session/request_permission" for r in editor.server_requests))
         second = await editor.start_prompt(sid, "second")
+        await editor.request("session/set_mode", {"sessionId": sid, "modeId": "ask"})  # the server has read it
+        assert not second.done() and "second" not in editor.text(sid)
+        release.set()
         assert (await second)["result"] == {"stopReason": "end_turn"}
         assert first.done() and (await first)["result"] == {"stopReason": "end_turn"}
         assert editor.text(sid) == "onetwosecond"

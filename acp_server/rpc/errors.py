@@ -45,7 +45,7 @@ def invalid_params(*problems: FieldProblem, message: str | None = None) -> RpcEr
 
 
 class PeerClosedError(Exception):
-    """The connection closed before an outbound request was answered."""
+    """The connection closed: an outbound request went unanswered, or work was spawned too late."""
 
 
 class RequestTimeoutError(Exception):
