@@ -131,9 +131,7 @@ class Sink(Protocol):
         self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
     ) -> CommandResult: ...
 
-    def clarify(
-        self, question: str, *, choices: Sequence[str] = (), tool_call_id: str | None = None
-    ) -> str:
+    def clarify(self, question: str, *, choices: Sequence[str] = (), tool_call_id: str | None = None) -> str:
         """Ask the user a question (a form in the editor when it can show one, else the
         choices as permission options); returns the answer, raises ToolRefused when the
         question cannot be asked or is declined."""

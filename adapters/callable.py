@@ -98,4 +98,3 @@ def _stream(chunks: Iterator[object], sink: Sink, source: str) -> None:
 def _describe(run: Callable[..., Any]) -> str:
     module = getattr(run, "__module__", None) or "?"
     return f"{module}:{getattr(run, '__qualname__', type(run).__name__)}"
-

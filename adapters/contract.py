@@ -35,14 +35,14 @@ def recording_sink() -> Iterator[RecordingSink]:
 class AdapterContract:
     """Subclass with `make_adapter`; override the `prompt_that_*` hooks to enable checks:
 
-        from adapters.contract import AdapterContract
+    from adapters.contract import AdapterContract
 
-        class TestMyAgent(AdapterContract):
-            def make_adapter(self):
-                return MyAgent()
+    class TestMyAgent(AdapterContract):
+        def make_adapter(self):
+            return MyAgent()
 
-            def prompt_that_asks_permission(self):
-                return "create hello.txt"
+        def prompt_that_asks_permission(self):
+            return "create hello.txt"
     """
 
     turn_timeout: ClassVar[float] = 10.0  # a turn taking longer counts as hung
@@ -139,7 +139,8 @@ class AdapterContract:
         assert record.reason == "cancelled", f"a cancelled turn ended {record.reason}: {record.finished.message}"
         assert record.cancel_latency is not None
         assert record.cancel_latency <= latency + self.cancel_slack, (
-            f"cancel took {record.cancel_latency:.2f} s; capabilities().cancel_latency says {latency:g} s")
+            f"cancel took {record.cancel_latency:.2f} s; capabilities().cancel_latency says {latency:g} s"
+        )
         _check_record(record, running.sink, self.settle)
 
     def test_a_rejected_permission_means_the_tool_does_not_complete(self) -> None:
@@ -179,7 +180,8 @@ def check_capabilities(caps: AdapterCapabilities) -> None:
         assert isinstance(getattr(caps, flag), bool), f"{flag} must be a bool"
     window = caps.context_window
     assert window is None or (isinstance(window, int) and not isinstance(window, bool) and window > 0), (
-        f"context_window must be a positive int or None, got {window!r}")
+        f"context_window must be a positive int or None, got {window!r}"
+    )
     assert _positive(caps.cancel_latency), f"cancel_latency must be a positive number, got {caps.cancel_latency!r}"
     ids = [option.id for option in caps.config_options]
     assert len(set(ids)) == len(ids), f"config option ids repeat: {ids}"
@@ -203,7 +205,8 @@ def check_usage(usage: UsageReported) -> None:
         assert isinstance(value, int) and not isinstance(value, bool) and value >= 0, f"{name}={value!r}"
     cost = usage.cost_usd
     assert cost is None or (_number(cost) and math.isfinite(cost) and cost >= 0), (
-        f"cost_usd must be a finite non-negative number or None when unknown, got {cost!r}")
+        f"cost_usd must be a finite non-negative number or None when unknown, got {cost!r}"
+    )
 
 
 def call_within(call: Any, seconds: float, *, what: str) -> Any:

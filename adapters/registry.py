@@ -105,8 +105,10 @@ def _import(module_name: str, label: str, extra: str | None) -> Any:
         missing = exc.name or ""
         if missing and not _is_part_of(module_name, missing):
             package = missing.split(".")[0]
-            raise ValueError(f"{label} needs the Python package {package!r}, which is not installed "
-                             f"(pip install {shlex.quote(extra or package)})") from exc
+            raise ValueError(
+                f"{label} needs the Python package {package!r}, which is not installed "
+                f"(pip install {shlex.quote(extra or package)})"
+            ) from exc
         raise ValueError(f"{label}: no module named {missing or module_name!r}") from exc
     except Exception as exc:
         raise ValueError(f"{label}: importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
@@ -144,8 +146,10 @@ def build(obj: Any, *, agent: str, target: str, settings: Mapping[str, Any]) -> 
         _accepts(None, agent, settings)
         return obj
     if not callable(obj):
-        raise ValueError(f"{_label(agent, target)} is {_kind(obj)}, which is neither an adapter "
-                         f"({_missing(obj)}) nor a factory or run function")
+        raise ValueError(
+            f"{_label(agent, target)} is {_kind(obj)}, which is neither an adapter "
+            f"({_missing(obj)}) nor a factory or run function"
+        )
     if is_run_function(obj):
         _accepts(None, agent, settings)
         return _wrap(obj, target)
@@ -154,8 +158,10 @@ def build(obj: Any, *, agent: str, target: str, settings: Mapping[str, Any]) -> 
         return made
     if is_run_function(made):
         return _wrap(made, f"{target}()")
-    raise ValueError(f"{_label(agent, target)}: the factory returned {_kind(made)}, which is neither an adapter "
-                     f"({_missing(made)}) nor a run(prompt, session) function")
+    raise ValueError(
+        f"{_label(agent, target)}: the factory returned {_kind(made)}, which is neither an adapter "
+        f"({_missing(made)}) nor a run(prompt, session) function"
+    )
 
 
 def is_adapter(obj: Any) -> TypeGuard[RuntimeAdapter]:
@@ -206,8 +212,10 @@ def _accepts(factory: Callable[..., Any] | None, agent: str, settings: Mapping[s
     for key in settings:
         if key not in accepted:
             if key == "script":
-                raise ValueError(f"a script applies only to the scripted agent (a scenario file) or the python "
-                                 f"agent (module:function), not {agent!r}")
+                raise ValueError(
+                    f"a script applies only to the scripted agent (a scenario file) or the python "
+                    f"agent (module:function), not {agent!r}"
+                )
             raise ValueError(f"agent {agent!r} does not take a {key!r} setting")
 
 
@@ -249,8 +257,9 @@ def scripted_agent(script: str | None = None) -> RuntimeAdapter:
 def python_agent(script: str | None = None) -> RuntimeAdapter:
     """A plain `run(prompt, session)` function named by `--script module:function`."""
     if script is None:
-        raise ValueError("the python agent needs --script module:function, naming a "
-                         "def run(prompt, session) -> str | Iterator[str]")
+        raise ValueError(
+            "the python agent needs --script module:function, naming a def run(prompt, session) -> str | Iterator[str]"
+        )
     run = load_object(script, agent="python")
     if not is_run_function(run):
         raise ValueError(f"agent 'python': {script} is not a run(prompt, session) function")

@@ -235,9 +235,7 @@ def _describe(error: ErrorDetails) -> str:
 def _without_tags(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
     # pydantic puts the union tag after a step's index ("steps", 2, "say", "repeat").
     return tuple(
-        item
-        for i, item in enumerate(loc)
-        if not (i >= 2 and loc[i - 2] == "steps" and isinstance(loc[i - 1], int))
+        item for i, item in enumerate(loc) if not (i >= 2 and loc[i - 2] == "steps" and isinstance(loc[i - 1], int))
     )
 
 

@@ -51,7 +51,8 @@ class Answers:
     tool call / command line; a `clarify` of None declines the question (ToolRefused)."""
 
     permission: PermissionDecision | Callable[[ToolCallStarted], PermissionDecision] = field(
-        default_factory=lambda: PermissionDecision(True))
+        default_factory=lambda: PermissionDecision(True)
+    )
     files: Mapping[str, str] = field(default_factory=dict[str, str])
     command: CommandResult | Callable[[str], CommandResult] = field(default_factory=lambda: CommandResult("", 0))
     clarify: str | None = None
@@ -74,8 +75,7 @@ class RecordingSink:
     """A `Sink` that records instead of talking to an editor. `cancel()` may be called from
     any thread; after it, and after `close()`, every call raises `TurnCancelled`."""
 
-    def __init__(self, answers: Answers | None = None, *, session_id: str = SESSION_ID,
-                 run_id: str = RUN_ID) -> None:
+    def __init__(self, answers: Answers | None = None, *, session_id: str = SESSION_ID, run_id: str = RUN_ID) -> None:
         self.answers = answers or Answers()
         self._ids = (run_id, session_id)
         self._lock = threading.Lock()
@@ -176,8 +176,15 @@ class RecordingSink:
         if text:
             self._report("thought", ThoughtDelta(text))
 
-    def tool_call(self, title: str, *, kind: ToolKind = "other", name: str | None = None,
-                  raw_input: Any = None, locations: Sequence[str] = ()) -> str:
+    def tool_call(
+        self,
+        title: str,
+        *,
+        kind: ToolKind = "other",
+        name: str | None = None,
+        raw_input: Any = None,
+        locations: Sequence[str] = (),
+    ) -> str:
         with self._lock:
             self._tool_count += 1
             tool_call_id = f"call_{self._tool_count}"
@@ -187,8 +194,15 @@ class RecordingSink:
             self._tools[tool_call_id] = event
         return tool_call_id
 
-    def tool_update(self, tool_call_id: str, *, status: ToolStatus | None = None, title: str | None = None,
-                    content: Sequence[ToolContent] | None = None, raw_output: Any = None) -> None:
+    def tool_update(
+        self,
+        tool_call_id: str,
+        *,
+        status: ToolStatus | None = None,
+        title: str | None = None,
+        content: Sequence[ToolContent] | None = None,
+        raw_output: Any = None,
+    ) -> None:
         self._known(tool_call_id)
         frozen = None if content is None else tuple(content)
         self._report("tool_update", ToolCallUpdated(tool_call_id, status, title, frozen, raw_output))
@@ -196,8 +210,15 @@ class RecordingSink:
     def plan(self, entries: Sequence[PlanEntry]) -> None:
         self._report("plan", PlanUpdated(tuple(entries)))
 
-    def usage(self, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = None,
-              context_used: int | None = None, context_size: int | None = None) -> None:
+    def usage(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = None,
+        context_used: int | None = None,
+        context_size: int | None = None,
+    ) -> None:
         event = UsageReported(input_tokens, output_tokens, cost_usd, context_used, context_size)
         self._report("usage", event)
 
@@ -223,7 +244,7 @@ class RecordingSink:
             raise ToolRefused(f"No such file: {path}")
         lines = text.splitlines(keepends=True)
         start = max((line or 1) - 1, 0)
-        return "".join(lines[start:] if limit is None else lines[start:start + limit])
+        return "".join(lines[start:] if limit is None else lines[start : start + limit])
 
     def write_text_file(self, path: str, content: str) -> str | None:
         with self._lock:
@@ -233,8 +254,9 @@ class RecordingSink:
             self._files[path] = content
         return old
 
-    def run_command(self, command: str, *, tool_call_id: str | None = None,
-                    timeout: float | None = None) -> CommandResult:
+    def run_command(
+        self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
+    ) -> CommandResult:
         answer = self.answers.command
         result = answer(command) if callable(answer) else answer
         self._asked("run_command", (command, tool_call_id, timeout), result)
@@ -340,13 +362,20 @@ def turn_input(prompt: str | TurnInput, **fields: Any) -> TurnInput:
     return TurnInput(prompt=({"type": "text", "text": prompt},), **fields)
 
 
-def start_turn(adapter: RuntimeAdapter, prompt: str | TurnInput, *, sink: RecordingSink | None = None,
-               **fields: Any) -> RunningTurn:
+def start_turn(
+    adapter: RuntimeAdapter, prompt: str | TurnInput, *, sink: RecordingSink | None = None, **fields: Any
+) -> RunningTurn:
     turn = turn_input(prompt, **fields)
     return RunningTurn(adapter, turn, sink or RecordingSink(session_id=turn.session_id))
 
 
-def run_turn(adapter: RuntimeAdapter, prompt: str | TurnInput, *, sink: RecordingSink | None = None,
-             timeout: float = TURN_TIMEOUT, **fields: Any) -> TurnRecord:
+def run_turn(
+    adapter: RuntimeAdapter,
+    prompt: str | TurnInput,
+    *,
+    sink: RecordingSink | None = None,
+    timeout: float = TURN_TIMEOUT,
+    **fields: Any,
+) -> TurnRecord:
     """Run one whole turn in a thread and return its record."""
     return start_turn(adapter, prompt, sink=sink, **fields).wait(timeout)

@@ -49,11 +49,18 @@ class BenchError(Exception):
 # --- child processes --------------------------------------------------------------------------
 
 
-def spawn(command: Sequence[str], *, stderr: IO[bytes] | int | None = subprocess.DEVNULL,
-          env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def spawn(
+    command: Sequence[str], *, stderr: IO[bytes] | int | None = subprocess.DEVNULL, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start a child with piped stdin/stdout, remembered so that it is killed when we exit."""
-    proc = subprocess.Popen(list(command), cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=stderr, env=CHILD_ENV if env is None else env)
+    proc = subprocess.Popen(
+        list(command),
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=CHILD_ENV if env is None else env,
+    )
     with _children_lock:
         _children[proc.pid] = proc
     return proc
@@ -182,7 +189,7 @@ class LineClient:
         self._out: IO[bytes] = proc.stdout
         self._next_id = 0
         self.frames = 0  # agent_message_chunk notifications
-        self.chars = 0   # characters of text in them
+        self.chars = 0  # characters of text in them
         self.notifications = 0  # every notification
         self.arrived_ns = 0  # time.time_ns() when the last line was read
 

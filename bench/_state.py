@@ -72,8 +72,7 @@ def cold_start(tmp: Path, runs: int, *, with_sdk: bool = True) -> dict[str, floa
     for _, subject in alternate(subjects, runs):
         times[subject].append(cold_once(subject, tmp))
     for subject, values in times.items():
-        progress(f"  cold start {COLD_LABELS[subject]:<15} runs (ms): "
-                 + " ".join(f"{v * 1000:.0f}" for v in values))
+        progress(f"  cold start {COLD_LABELS[subject]:<15} runs (ms): " + " ".join(f"{v * 1000:.0f}" for v in values))
     return {subject: statistics.median(values) for subject, values in times.items()}
 
 
@@ -113,16 +112,20 @@ def session_load(tmp: Path, runs: int, turns: int, chunks: int) -> LoadSummary:
     db = tmp / "load.db"
     started = now()
     session_id = asyncio.run(build(db, turns, chunks))
-    progress(f"  built {turns} turns x {chunks} chunks in {now() - started:.2f} s "
-             f"({db.stat().st_size / 1e6:.1f} MB)")
+    progress(f"  built {turns} turns x {chunks} chunks in {now() - started:.2f} s ({db.stat().st_size / 1e6:.1f} MB)")
     results = []
     for index in range(runs):
         elapsed, notifications, rss, peak = load_once(db, session_id, tmp)
         results.append((elapsed, notifications, rss, peak))
-        progress(f"  load run {index + 1}/{runs}: {elapsed * 1000:.1f} ms, {notifications} notifications, "
-                 f"RSS {rss / 1024:.1f} MiB -> peak {peak / 1024:.1f} MiB")
+        progress(
+            f"  load run {index + 1}/{runs}: {elapsed * 1000:.1f} ms, {notifications} notifications, "
+            f"RSS {rss / 1024:.1f} MiB -> peak {peak / 1024:.1f} MiB"
+        )
     return LoadSummary(
-        runs=runs, turns=turns, chunks=chunks, db_mb=db.stat().st_size / 1e6,
+        runs=runs,
+        turns=turns,
+        chunks=chunks,
+        db_mb=db.stat().st_size / 1e6,
         seconds=statistics.median(r[0] for r in results),
         notifications=round(statistics.median(r[1] for r in results)),
         rss_before_mib=statistics.median(r[2] for r in results) / 1024,
@@ -153,8 +156,11 @@ async def build_sessions(db: Path, count: int, cwd: str) -> list[str]:
             await journal.create_session(SessionRecord(id=session_id, cwd=cwd, title=f"idle {session_id}"))
             run_id = f"run_{session_id}"
             await journal.start_run(run_id=run_id, session_id=session_id)
-            events = [PromptReceived(({"type": "text", "text": "hello"},)),
-                      *(TextDelta(f"word{n} ") for n in range(5)), TurnFinished("end_turn")]
+            events = [
+                PromptReceived(({"type": "text", "text": "hello"},)),
+                *(TextDelta(f"word{n} ") for n in range(5)),
+                TurnFinished("end_turn"),
+            ]
             for seq, event in enumerate(events, 1):
                 await journal.append(Envelope(run_id, session_id, seq, event, time.time()))
             await journal.finish_run(run_id, "end_turn", stop_reason="end_turn")
@@ -167,8 +173,12 @@ def memory_once(db: Path, warm_id: str, ids: list[str], tmp: Path) -> tuple[int,
         client = LineClient(proc, label)
 
         def resume(session_ids: list[str]) -> None:
-            client.wait_for({client.send("session/resume", {"sessionId": sid, "cwd": str(tmp), "mcpServers": []})
-                             for sid in session_ids})
+            client.wait_for(
+                {
+                    client.send("session/resume", {"sessionId": sid, "cwd": str(tmp), "mcpServers": []})
+                    for sid in session_ids
+                }
+            )
 
         with deadline(proc, TIMEOUT, label):
             client.initialize()
@@ -189,12 +199,14 @@ def idle_memory(tmp: Path, runs: int, sessions: int) -> MemorySummary:
     for index in range(runs):
         before, after = memory_once(db, warm_id, ids, tmp)
         results.append((before, after))
-        progress(f"  resume run {index + 1}/{runs}: RSS {before / 1024:.1f} MiB -> {after / 1024:.1f} MiB "
-                 f"({(after - before) / sessions:.1f} KiB/session)")
+        progress(
+            f"  resume run {index + 1}/{runs}: RSS {before / 1024:.1f} MiB -> {after / 1024:.1f} MiB "
+            f"({(after - before) / sessions:.1f} KiB/session)"
+        )
     return MemorySummary(
-        runs=runs, sessions=sessions,
+        runs=runs,
+        sessions=sessions,
         rss_before_mib=statistics.median(r[0] for r in results) / 1024,
         rss_after_mib=statistics.median(r[1] for r in results) / 1024,
         kib_per_session=statistics.median((r[1] - r[0]) / sessions for r in results),
     )
-

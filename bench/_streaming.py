@@ -61,8 +61,17 @@ class StreamSummary:
 
 def stream_command(subject: str, tmp: Path, index: int) -> list[str]:
     if subject == "ours":
-        return [PY, "-m", "acp_server", "--agent", "scripted", "--script", str(tmp / "stream.json"),
-                "--db", str(tmp / f"stream-{index}.db")]
+        return [
+            PY,
+            "-m",
+            "acp_server",
+            "--agent",
+            "scripted",
+            "--script",
+            str(tmp / "stream.json"),
+            "--db",
+            str(tmp / f"stream-{index}.db"),
+        ]
     if subject == "sdk":
         return [PY, str(BENCH / "sdk_agent.py")]
     return [PY, str(BENCH / "raw_floor.py")]
@@ -78,37 +87,46 @@ def stream_once(subject: str, tmp: Path, index: int, deltas: int, text: str) -> 
         with deadline(proc, TURN_TIMEOUT, f"{label}: the {deltas}-delta turn"):
             cpu_before = cpu_seconds(proc.pid)
             started = now()
-            prompt_id = client.send("session/prompt", {
-                "sessionId": session_id, "prompt": [{"type": "text", "text": f"stream {deltas} {text}"}]})
+            prompt_id = client.send(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": f"stream {deltas} {text}"}]},
+            )
             result = client.wait_for(prompt_id)
             wall = now() - started
             cpu_after = cpu_seconds(proc.pid)
     expected = deltas * len(text)
     if client.chars != expected or result.get("stopReason") != "end_turn":
-        raise BenchError(f"{label}: received {client.chars} chars (expected {expected}), "
-                         f"stopReason {result.get('stopReason')}")
+        raise BenchError(
+            f"{label}: received {client.chars} chars (expected {expected}), stopReason {result.get('stopReason')}"
+        )
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     return StreamRun(deltas, client.frames, client.chars, wall, cpu)
 
 
-def streaming(tmp: Path, runs: int, deltas: int, text: str,
-              subjects: tuple[str, ...] = SUBJECTS) -> dict[str, StreamSummary]:
+def streaming(
+    tmp: Path, runs: int, deltas: int, text: str, subjects: tuple[str, ...] = SUBJECTS
+) -> dict[str, StreamSummary]:
     scenario = {"scenarios": [{"match": "stream", "steps": [{"say": text, "repeat": deltas}]}]}
     (tmp / "stream.json").write_text(json.dumps(scenario), encoding="utf-8")
     results: dict[str, list[StreamRun]] = {s: [] for s in subjects}
     for index, subject in alternate(subjects, runs):
         run = stream_once(subject, tmp, index, deltas, text)
         results[subject].append(run)
-        progress(f"  stream run {index + 1}/{runs} {LABELS[subject]:<24} {run.deltas_per_second:>10,.0f} deltas/s "
-                 f"{run.frames:>6} frames  {run.wall:.3f} s  cpu {run.cpu}")
-    return {subject: StreamSummary(
-        runs=len(rs),
-        deltas_per_second=statistics.median(r.deltas_per_second for r in rs),
-        frames=statistics.median(r.frames for r in rs),
-        wall=statistics.median(r.wall for r in rs),
-        cpu=median([r.cpu for r in rs]),
-        cpu_per_1000=median([r.cpu_per_1000 for r in rs]),
-    ) for subject, rs in results.items()}
+        progress(
+            f"  stream run {index + 1}/{runs} {LABELS[subject]:<24} {run.deltas_per_second:>10,.0f} deltas/s "
+            f"{run.frames:>6} frames  {run.wall:.3f} s  cpu {run.cpu}"
+        )
+    return {
+        subject: StreamSummary(
+            runs=len(rs),
+            deltas_per_second=statistics.median(r.deltas_per_second for r in rs),
+            frames=statistics.median(r.frames for r in rs),
+            wall=statistics.median(r.wall for r in rs),
+            cpu=median([r.cpu for r in rs]),
+            cpu_per_1000=median([r.cpu_per_1000 for r in rs]),
+        )
+        for subject, rs in results.items()
+    }
 
 
 # --- latency ---------------------------------------------------------------------------------
@@ -156,8 +174,7 @@ def latency_command(launcher: str, db: Path) -> list[str]:
     return [PY, str(BENCH / "_latency_server.py"), "--db", str(db)]
 
 
-def latency_once(tmp: Path, index: int, launcher: str, sessions: int, deltas: int,
-                 interval_ms: float) -> LatencyRun:
+def latency_once(tmp: Path, index: int, launcher: str, sessions: int, deltas: int, interval_ms: float) -> LatencyRun:
     label = "acp-server (latency probe)"
     samples: list[int] = []
 
@@ -174,14 +191,17 @@ def latency_once(tmp: Path, index: int, launcher: str, sessions: int, deltas: in
             ids = [client.new_session(str(tmp)) for _ in range(sessions)]
         text = f"latency {deltas} {interval_ms:g}"
         with deadline(proc, TURN_TIMEOUT, f"{label}: {sessions} concurrent turns"):
-            prompts = {client.send("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
-                       for sid in ids}
+            prompts = {
+                client.send("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+                for sid in ids
+            }
             client.wait_for(prompts, on_chunk)
     if len(samples) != sessions * deltas:
         raise BenchError(f"{label}: {len(samples)} stamps arrived, expected {sessions * deltas}")
     samples.sort()
-    return LatencyRun(len(samples), client.frames, percentile(samples, 0.50) / 1e6,
-                      percentile(samples, 0.99) / 1e6, samples[-1] / 1e6)
+    return LatencyRun(
+        len(samples), client.frames, percentile(samples, 0.50) / 1e6, percentile(samples, 0.99) / 1e6, samples[-1] / 1e6
+    )
 
 
 def latency(tmp: Path, runs: int, sessions: int, deltas: int, interval_ms: float) -> LatencySummary:
@@ -190,10 +210,16 @@ def latency(tmp: Path, runs: int, sessions: int, deltas: int, interval_ms: float
     for index in range(runs):
         run = latency_once(tmp, index, launcher, sessions, deltas, interval_ms)
         results.append(run)
-        progress(f"  latency run {index + 1}/{runs}: p50 {run.p50_ms:.3f} ms  p99 {run.p99_ms:.3f} ms  "
-                 f"max {run.max_ms:.3f} ms  ({run.samples} stamps in {run.frames} frames)")
+        progress(
+            f"  latency run {index + 1}/{runs}: p50 {run.p50_ms:.3f} ms  p99 {run.p99_ms:.3f} ms  "
+            f"max {run.max_ms:.3f} ms  ({run.samples} stamps in {run.frames} frames)"
+        )
     return LatencySummary(
-        runs=runs, sessions=sessions, deltas=deltas, interval_ms=interval_ms, samples=results[0].samples,
+        runs=runs,
+        sessions=sessions,
+        deltas=deltas,
+        interval_ms=interval_ms,
+        samples=results[0].samples,
         frames=statistics.median(r.frames for r in results),
         p50_ms=statistics.median(r.p50_ms for r in results),
         p99_ms=statistics.median(r.p99_ms for r in results),

@@ -67,11 +67,29 @@ class Config:
 
 def config(args: argparse.Namespace) -> Config:
     if args.quick:
-        return Config(runs=args.runs or 2, deltas=2_000, lat_sessions=8, lat_deltas=100, lat_interval_ms=2,
-                      cold_runs=3, load_turns=200, load_chunks=50, idle_sessions=200)
+        return Config(
+            runs=args.runs or 2,
+            deltas=2_000,
+            lat_sessions=8,
+            lat_deltas=100,
+            lat_interval_ms=2,
+            cold_runs=3,
+            load_turns=200,
+            load_chunks=50,
+            idle_sessions=200,
+        )
     runs = args.runs or 5
-    return Config(runs=runs, deltas=20_000, lat_sessions=8, lat_deltas=1_000, lat_interval_ms=2,
-                  cold_runs=max(10, 2 * runs), load_turns=200, load_chunks=50, idle_sessions=200)
+    return Config(
+        runs=runs,
+        deltas=20_000,
+        lat_sessions=8,
+        lat_deltas=1_000,
+        lat_interval_ms=2,
+        cold_runs=max(10, 2 * runs),
+        load_turns=200,
+        load_chunks=50,
+        idle_sessions=200,
+    )
 
 
 def sdk_version() -> str | None:
@@ -86,10 +104,16 @@ def sdk_version() -> str | None:
 def revision() -> str:
     """The checked-out commit, read-only (`+ local changes` when the tree differs from it)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return (head or "unknown") + (" + local changes" if dirty else "")
@@ -107,60 +131,107 @@ def table(header: list[str], rows: list[list[str]], first: int = 26) -> None:
 
 def report_stream(cfg: Config, s: dict[str, StreamSummary]) -> None:
     subjects = list(s)
-    print(f"\n1. Streaming: one turn of {cfg.deltas:,} deltas x {len(TEXT)} chars, session/prompt -> response, "
-          f"blocking readline + json.loads client; median of {cfg.runs} alternating runs")
-    table(["", *(LABELS[k] for k in subjects)], [
-        ["deltas/s", *(fmt(s[k].deltas_per_second) for k in subjects)],
-        ["chunk frames received", *(fmt(s[k].frames) for k in subjects)],
-        ["wall s", *(fmt(s[k].wall, ".3f") for k in subjects)],
-        ["server CPU s", *(fmt(s[k].cpu, ".2f") for k in subjects)],
-        ["CPU s per 1,000 deltas", *(fmt(s[k].cpu_per_1000, ".4f") for k in subjects)],
-    ])
-    print("  (CPU from /proc utime+stime in 1/100 s ticks; acp-server merges consecutive deltas while its "
-          "writer is busy, so its client parses fewer, larger frames; the SDK agent and the floor send one "
-          "frame per delta)")
+    print(
+        f"\n1. Streaming: one turn of {cfg.deltas:,} deltas x {len(TEXT)} chars, session/prompt -> response, "
+        f"blocking readline + json.loads client; median of {cfg.runs} alternating runs"
+    )
+    table(
+        ["", *(LABELS[k] for k in subjects)],
+        [
+            ["deltas/s", *(fmt(s[k].deltas_per_second) for k in subjects)],
+            ["chunk frames received", *(fmt(s[k].frames) for k in subjects)],
+            ["wall s", *(fmt(s[k].wall, ".3f") for k in subjects)],
+            ["server CPU s", *(fmt(s[k].cpu, ".2f") for k in subjects)],
+            ["CPU s per 1,000 deltas", *(fmt(s[k].cpu_per_1000, ".4f") for k in subjects)],
+        ],
+    )
+    print(
+        "  (CPU from /proc utime+stime in 1/100 s ticks; acp-server merges consecutive deltas while its "
+        "writer is busy, so its client parses fewer, larger frames; the SDK agent and the floor send one "
+        "frame per delta)"
+    )
     ours = s["ours"]
     for other in ("sdk", "floor"):
         if other in s:
-            print(f"  ours/{'SDK' if other == 'sdk' else 'floor'}: "
-                  f"{fmt(ratio(ours.deltas_per_second, s[other].deltas_per_second), '.2f', 'x')} deltas/s, "
-                  f"{fmt(ratio(ours.cpu_per_1000, s[other].cpu_per_1000), '.3f', 'x')} CPU per delta")
+            print(
+                f"  ours/{'SDK' if other == 'sdk' else 'floor'}: "
+                f"{fmt(ratio(ours.deltas_per_second, s[other].deltas_per_second), '.2f', 'x')} deltas/s, "
+                f"{fmt(ratio(ours.cpu_per_1000, s[other].cpu_per_1000), '.3f', 'x')} CPU per delta"
+            )
 
 
 def report_latency(lat: LatencySummary) -> None:
-    how = ("--agent bench.latency_agent:make_agent" if lat.launcher == "module:factory"
-           else "bench/_latency_server.py (registry without module:factory)")
-    print(f"\n2. Latency, agent sink call -> frame read by the client: {lat.sessions} sessions x {lat.deltas:,} "
-          f"deltas at once, one every {lat.interval_ms:g} ms each, journal on; median of {lat.runs} runs")
-    table(["", "p50 ms", "p99 ms", "max ms", "stamps/run", "frames/run"], [
-        ["acp-server", f"{lat.p50_ms:.3f}", f"{lat.p99_ms:.3f}", f"{lat.max_ms:.3f}", f"{lat.samples:,}",
-         fmt(lat.frames)]])
+    how = (
+        "--agent bench.latency_agent:make_agent"
+        if lat.launcher == "module:factory"
+        else "bench/_latency_server.py (registry without module:factory)"
+    )
+    print(
+        f"\n2. Latency, agent sink call -> frame read by the client: {lat.sessions} sessions x {lat.deltas:,} "
+        f"deltas at once, one every {lat.interval_ms:g} ms each, journal on; median of {lat.runs} runs"
+    )
+    table(
+        ["", "p50 ms", "p99 ms", "max ms", "stamps/run", "frames/run"],
+        [
+            [
+                "acp-server",
+                f"{lat.p50_ms:.3f}",
+                f"{lat.p99_ms:.3f}",
+                f"{lat.max_ms:.3f}",
+                f"{lat.samples:,}",
+                fmt(lat.frames),
+            ]
+        ],
+    )
     print(f"  probe: {how}")
 
 
 def report_cold(cfg: Config, cold: dict[str, float]) -> None:
     base = cold.get("python")
-    print(f"\n3. Cold start, fork+exec -> initialize response (python -c pass: -> exit); "
-          f"median of {cfg.cold_runs} alternating runs after one warm-up each")
-    table(["", *(COLD_LABELS[k] for k in cold)], [
-        ["median ms", *(f"{v * 1000:.1f}" for v in cold.values())],
-        ["over python -c pass, ms", *(fmt(None if base is None else (v - base) * 1000, ".1f") for v in cold.values())],
-    ])
+    print(
+        f"\n3. Cold start, fork+exec -> initialize response (python -c pass: -> exit); "
+        f"median of {cfg.cold_runs} alternating runs after one warm-up each"
+    )
+    table(
+        ["", *(COLD_LABELS[k] for k in cold)],
+        [
+            ["median ms", *(f"{v * 1000:.1f}" for v in cold.values())],
+            [
+                "over python -c pass, ms",
+                *(fmt(None if base is None else (v - base) * 1000, ".1f") for v in cold.values()),
+            ],
+        ],
+    )
 
 
 def report_load(load: LoadSummary) -> None:
-    print(f"\n4. session/load of {load.turns} turns x {load.chunks} chunks + a tool call each "
-          f"({load.db_mb:.1f} MB journal); median of {load.runs} runs")
-    table(["", "time ms", "notifications", "RSS before MiB", "peak RSS growth MiB"], [
-        ["acp-server", f"{load.seconds * 1000:.1f}", f"{load.notifications:,}", f"{load.rss_before_mib:.1f}",
-         f"{load.peak_growth_mib:.1f}"]])
+    print(
+        f"\n4. session/load of {load.turns} turns x {load.chunks} chunks + a tool call each "
+        f"({load.db_mb:.1f} MB journal); median of {load.runs} runs"
+    )
+    table(
+        ["", "time ms", "notifications", "RSS before MiB", "peak RSS growth MiB"],
+        [
+            [
+                "acp-server",
+                f"{load.seconds * 1000:.1f}",
+                f"{load.notifications:,}",
+                f"{load.rss_before_mib:.1f}",
+                f"{load.peak_growth_mib:.1f}",
+            ]
+        ],
+    )
 
 
 def report_memory(mem: MemorySummary) -> None:
-    print(f"\n5. Memory per idle session: session/resume of {mem.sessions} journaled sessions "
-          f"(after one warm-up resume); median of {mem.runs} runs")
-    table(["", "RSS before MiB", "RSS after MiB", "KiB per session"], [
-        ["acp-server", f"{mem.rss_before_mib:.1f}", f"{mem.rss_after_mib:.1f}", f"{mem.kib_per_session:.1f}"]])
+    print(
+        f"\n5. Memory per idle session: session/resume of {mem.sessions} journaled sessions "
+        f"(after one warm-up resume); median of {mem.runs} runs"
+    )
+    table(
+        ["", "RSS before MiB", "RSS after MiB", "KiB per session"],
+        [["acp-server", f"{mem.rss_before_mib:.1f}", f"{mem.rss_after_mib:.1f}", f"{mem.kib_per_session:.1f}"]],
+    )
 
 
 def targets(r: dict[str, Any]) -> list[list[str]]:
@@ -185,10 +256,20 @@ def targets(r: dict[str, Any]) -> list[list[str]]:
         row("cold start over python -c pass (ms)", over, ".1f", "<= 150 ms", over <= 150)
     if "load" in r:
         load = r["load"]
-        row(f"session/load {load.turns}x{load.chunks} time (ms)", load.seconds * 1000, ".1f", "< 250 ms",
-            load.seconds < 0.25)
-        row("session/load peak RSS growth (MiB)", load.peak_growth_mib, ".1f", "< 30 MB",
-            load.peak_growth_mib * 1.048576 < 30)
+        row(
+            f"session/load {load.turns}x{load.chunks} time (ms)",
+            load.seconds * 1000,
+            ".1f",
+            "< 250 ms",
+            load.seconds < 0.25,
+        )
+        row(
+            "session/load peak RSS growth (MiB)",
+            load.peak_growth_mib,
+            ".1f",
+            "< 30 MB",
+            load.peak_growth_mib * 1.048576 < 30,
+        )
     if "memory" in r:
         row("memory per idle session (KiB)", r["memory"].kib_per_session, ".1f", "(no target)", None)
         rows[-1][-1] = "-"
@@ -211,16 +292,24 @@ def main() -> int:
     install_cleanup()
     sdk = sdk_version()
     if sdk is None:
-        progress("the SDK (module acp) is not installed: the SDK column is skipped; "
-                 "install it with .venv/bin/pip install -r bench/requirements.txt")
+        progress(
+            "the SDK (module acp) is not installed: the SDK column is skipped; "
+            "install it with .venv/bin/pip install -r bench/requirements.txt"
+        )
 
-    print(f"acp-server comparison benchmark: python {platform.python_version()}, {os.cpu_count()} CPUs, "
-          f"{platform.system()} {platform.release()}; revision {revision()}; "
-          f"SDK agent-client-protocol {sdk or 'not installed'}; runs {cfg.runs}{' (quick)' if args.quick else ''}")
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (other work on the machine "
-          "skews every figure)")
-    print("children: the venv's python, bytecode cached in a private PYTHONPYCACHEPREFIX, "
-          "PYTHONUNBUFFERED and PYTHONDONTWRITEBYTECODE unset")
+    print(
+        f"acp-server comparison benchmark: python {platform.python_version()}, {os.cpu_count()} CPUs, "
+        f"{platform.system()} {platform.release()}; revision {revision()}; "
+        f"SDK agent-client-protocol {sdk or 'not installed'}; runs {cfg.runs}{' (quick)' if args.quick else ''}"
+    )
+    print(
+        f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (other work on the machine "
+        "skews every figure)"
+    )
+    print(
+        "children: the venv's python, bytecode cached in a private PYTHONPYCACHEPREFIX, "
+        "PYTHONUNBUFFERED and PYTHONDONTWRITEBYTECODE unset"
+    )
     results: dict[str, Any] = {}
     failures: list[str] = []
     started = time.perf_counter()
@@ -264,8 +353,10 @@ def main() -> int:
         table(["", "measured", "target", "result"], rows, first=40)
     for failure in failures:
         print(f"\nFAILED {failure}")
-    print(f"\ntotal {time.perf_counter() - started:.0f} s; load average at the end: "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"\ntotal {time.perf_counter() - started:.0f} s; load average at the end: "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     return 1 if failures else 0
 
 

@@ -27,7 +27,7 @@ def parse(stderr: str) -> list[tuple[str, int, int, int]]:
     for line in stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, cumulative, name = line[len("import time:"):].split("|", 2)
+        self_us, cumulative, name = line[len("import time:") :].split("|", 2)
         depth = (len(name) - len(name.lstrip(" ")) - 1) // 2
         rows.append((name.strip(), depth, int(self_us), int(cumulative)))
     return rows
@@ -58,16 +58,20 @@ def main() -> None:
         by_package.append(packages)
         subtrees.append({name: cumulative for name, _d, _s, cumulative in reversed(rows)})
     total = statistics.median(sum(p.values()) for p in by_package)
-    print(f"median of {args.runs} runs, agent {args.agent}: {total / 1000:.1f} ms importing in all "
-          f"(-X importtime inflates this somewhat)\n\nself time by top-level package:")
+    print(
+        f"median of {args.runs} runs, agent {args.agent}: {total / 1000:.1f} ms importing in all "
+        f"(-X importtime inflates this somewhat)\n\nself time by top-level package:"
+    )
     names = set().union(*by_package)
-    for value, name in sorted(((statistics.median(p.get(n, 0) for p in by_package), n) for n in names),
-                              reverse=True)[:args.top]:
+    for value, name in sorted(((statistics.median(p.get(n, 0) for p in by_package), n) for n in names), reverse=True)[
+        : args.top
+    ]:
         print(f"  {value / 1000:7.1f} ms  {name}")
     print("\nheaviest subtrees (cumulative; nested ones overlap, the first importer pays):")
     modules = set().union(*subtrees)
-    for value, name in sorted(((statistics.median(s.get(m, 0) for s in subtrees), m) for m in modules),
-                              reverse=True)[:args.top]:
+    for value, name in sorted(((statistics.median(s.get(m, 0) for s in subtrees), m) for m in modules), reverse=True)[
+        : args.top
+    ]:
         print(f"  {value / 1000:7.1f} ms  {name}")
 
 

@@ -24,9 +24,7 @@ from journal import Journal, SessionRecord
 DELTA = "a streamed chunk of agent text, about this long. "
 
 
-async def append_run(
-    journal: Journal, run_id: str, events: int, *, durable_every: int, yield_each: bool
-) -> None:
+async def append_run(journal: Journal, run_id: str, events: int, *, durable_every: int, yield_each: bool) -> None:
     await journal.start_run(run_id=run_id, session_id="bench")
     for seq in range(events):
         durable = durable_every > 0 and seq % durable_every == durable_every - 1

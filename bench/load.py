@@ -44,13 +44,14 @@ async def build(db: Path, turns: int, chunks: int) -> str:
         for turn in range(turns):
             run_id = f"run_{turn:04d}"
             await journal.start_run(run_id=run_id, session_id=session_id)
-            events = [PromptReceived(({"type": "text", "text": f"question {turn}"},)),
-                      ToolCallStarted(f"call_{turn}", f"Read file {turn}", "read", raw_input={"path": f"f{turn}.py"}),
-                      ToolCallUpdated(f"call_{turn}", status="in_progress"),
-                      ToolCallUpdated(f"call_{turn}", status="completed",
-                                      content=(TextContent("line\n" * 20),)),
-                      *(TextDelta(f"word{n} ") for n in range(chunks)),
-                      TurnFinished("end_turn")]
+            events = [
+                PromptReceived(({"type": "text", "text": f"question {turn}"},)),
+                ToolCallStarted(f"call_{turn}", f"Read file {turn}", "read", raw_input={"path": f"f{turn}.py"}),
+                ToolCallUpdated(f"call_{turn}", status="in_progress"),
+                ToolCallUpdated(f"call_{turn}", status="completed", content=(TextContent("line\n" * 20),)),
+                *(TextDelta(f"word{n} ") for n in range(chunks)),
+                TurnFinished("end_turn"),
+            ]
             for seq, event in enumerate(events, 1):
                 await journal.append(Envelope(run_id, session_id, seq, event, time.time()))
             await journal.finish_run(run_id, "end_turn", stop_reason="end_turn")
@@ -68,8 +69,7 @@ def memory_kib(pid: int) -> dict[str, int]:
 
 def measure(db: Path, session_id: str) -> tuple[float, int, int, int]:
     command = [sys.executable, "-m", "acp_server", "--agent", "echo", "--db", str(db)]
-    server = subprocess.Popen(command, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert server.stdin and server.stdout
 
     def send(message: dict) -> None:
@@ -81,8 +81,14 @@ def measure(db: Path, session_id: str) -> tuple[float, int, int, int]:
         json.loads(server.stdout.readline())
         before = memory_kib(server.pid)
         started = time.perf_counter()
-        send({"jsonrpc": "2.0", "id": 2, "method": "session/load",
-              "params": {"sessionId": session_id, "cwd": str(REPO), "mcpServers": []}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/load",
+                "params": {"sessionId": session_id, "cwd": str(REPO), "mcpServers": []},
+            }
+        )
         notifications = 0
         while True:
             frame = json.loads(server.stdout.readline())
@@ -108,14 +114,20 @@ def main() -> None:
         db = Path(tmp) / "journal.db"
         started = time.perf_counter()
         session_id = asyncio.run(build(db, args.turns, args.chunks))
-        print(f"built {args.turns} turns x {args.chunks} chunks + a tool call each "
-              f"in {time.perf_counter() - started:.2f} s ({db.stat().st_size / 1e6:.1f} MB)")
+        print(
+            f"built {args.turns} turns x {args.chunks} chunks + a tool call each "
+            f"in {time.perf_counter() - started:.2f} s ({db.stat().st_size / 1e6:.1f} MB)"
+        )
         results = [measure(db, session_id) for _ in range(args.runs)]
     for n, (elapsed, notifications, rss, peak) in enumerate(results, 1):
-        print(f"run {n}: load {elapsed * 1000:.1f} ms, {notifications} notifications, "
-              f"RSS before {rss / 1024:.1f} MB, peak {peak / 1024:.1f} MB (+{(peak - rss) / 1024:.1f} MB)")
-    print(f"median load time: {statistics.median(r[0] for r in results) * 1000:.1f} ms; "
-          f"median peak RSS growth: {statistics.median((r[3] - r[2]) / 1024 for r in results):.1f} MB")
+        print(
+            f"run {n}: load {elapsed * 1000:.1f} ms, {notifications} notifications, "
+            f"RSS before {rss / 1024:.1f} MB, peak {peak / 1024:.1f} MB (+{(peak - rss) / 1024:.1f} MB)"
+        )
+    print(
+        f"median load time: {statistics.median(r[0] for r in results) * 1000:.1f} ms; "
+        f"median peak RSS growth: {statistics.median((r[3] - r[2]) / 1024 for r in results):.1f} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -34,16 +34,24 @@ def main() -> None:
             text = "\n".join(b.get("text", "") for b in request["params"]["prompt"])
             words = text.split(" ", 2)
             count, delta = (int(words[1]), words[2]) if words[0] == "stream" and len(words) == 3 else (1, text)
-            chunk = frame({"jsonrpc": "2.0", "method": "session/update", "params": {
-                "sessionId": request["params"]["sessionId"],
-                "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": delta}}}})
+            chunk = frame(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": request["params"]["sessionId"],
+                        "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": delta}},
+                    },
+                }
+            )
             write = out.write
             for _ in range(count):
                 write(chunk)
             result = {"stopReason": "end_turn"}
         else:
-            out.write(frame({"jsonrpc": "2.0", "id": request_id,
-                             "error": {"code": -32601, "message": "Method not found"}}))
+            out.write(
+                frame({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "Method not found"}})
+            )
             out.flush()
             continue
         out.write(frame({"jsonrpc": "2.0", "id": request_id, "result": result}))

@@ -33,16 +33,18 @@ class StreamingAgent(Agent):
     def on_connect(self, conn: Client) -> None:
         self._conn = conn
 
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None,
-                         client_info: Any = None, **kwargs: Any) -> InitializeResponse:
+    async def initialize(
+        self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **kwargs: Any
+    ) -> InitializeResponse:
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(),
             agent_info=Implementation(name="sdk-reference-agent", version="0"),
         )
 
-    async def new_session(self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None,
-                          **kwargs: Any) -> NewSessionResponse:
+    async def new_session(
+        self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None, **kwargs: Any
+    ) -> NewSessionResponse:
         return NewSessionResponse(session_id=f"sess_{uuid.uuid4().hex}")
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:

@@ -119,9 +119,13 @@ def run_once(script: Path, deltas: int, text: str, workdir: str, db: Path | None
         session = client.wait_for(client.send("session/new", {"cwd": workdir, "mcpServers": []}))
         cpu_before = cpu_seconds(proc.pid)
         started = time.perf_counter()
-        prompt_id = client.send("session/prompt", {
-            "sessionId": session["sessionId"], "prompt": [{"type": "text", "text": MATCH}],
-        })
+        prompt_id = client.send(
+            "session/prompt",
+            {
+                "sessionId": session["sessionId"],
+                "prompt": [{"type": "text", "text": MATCH}],
+            },
+        )
         result = client.wait_for(prompt_id)
         wall = time.perf_counter() - started
         cpu_after = cpu_seconds(proc.pid)
@@ -140,8 +144,10 @@ def run_once(script: Path, deltas: int, text: str, workdir: str, db: Path | None
 def show(label: str, run: Run) -> None:
     cpu = "n/a" if run.cpu is None else f"{run.cpu:.2f}"
     per_1000 = "n/a" if run.cpu_per_1000_deltas is None else f"{run.cpu_per_1000_deltas:.4f}"
-    print(f"{label:>7}  {run.deltas:>7}  {run.frames:>7}  {run.chars:>9}  {run.wall:>7.3f}  "
-          f"{run.deltas_per_second:>10,.0f}  {run.frames_per_second:>10,.0f}  {cpu:>7}  {per_1000:>9}")
+    print(
+        f"{label:>7}  {run.deltas:>7}  {run.frames:>7}  {run.chars:>9}  {run.wall:>7.3f}  "
+        f"{run.deltas_per_second:>10,.0f}  {run.frames_per_second:>10,.0f}  {cpu:>7}  {per_1000:>9}"
+    )
 
 
 def median_run(runs: list[Run]) -> Run:
@@ -158,8 +164,7 @@ def median_run(runs: list[Run]) -> Run:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--deltas", type=int, default=20_000,
-                        help="text deltas the agent emits (default 20000)")
+    parser.add_argument("--deltas", type=int, default=20_000, help="text deltas the agent emits (default 20000)")
     parser.add_argument("--runs", type=int, default=3, help="runs, each with a fresh server (default 3)")
     parser.add_argument("--text", default="x" * 16, help="the text of each delta (default 16 x's)")
     args = parser.parse_args()
@@ -169,9 +174,11 @@ def main() -> int:
     expected = args.deltas * len(args.text)
     scenario = {"scenarios": [{"match": MATCH, "steps": [{"say": args.text, "repeat": args.deltas}]}]}
     journal = has_journal()
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
-          f"{args.deltas} deltas of {len(args.text)} chars, {args.runs} runs; "
-          f"journal: {'a fresh SQLite file per run' if journal else 'none'}")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
+        f"{args.deltas} deltas of {len(args.text)} chars, {args.runs} runs; "
+        f"journal: {'a fresh SQLite file per run' if journal else 'none'}"
+    )
     print("    run   deltas   frames      chars   wall s    deltas/s    frames/s   cpu s  cpu s/1k")
     runs: list[Run] = []
     with tempfile.TemporaryDirectory() as workdir:
@@ -181,8 +188,10 @@ def main() -> int:
             db = Path(workdir, f"journal-{index + 1}.db") if journal else None
             run = run_once(script, args.deltas, args.text, workdir, db)
             if run.chars != expected or run.stop_reason != "end_turn":
-                print(f"run {index + 1}: received {run.chars} chars (expected {expected}), "
-                      f"stopReason {run.stop_reason}", file=sys.stderr)
+                print(
+                    f"run {index + 1}: received {run.chars} chars (expected {expected}), stopReason {run.stop_reason}",
+                    file=sys.stderr,
+                )
                 return 1
             runs.append(run)
             show(str(index + 1), run)

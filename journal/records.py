@@ -18,8 +18,7 @@ from adapters.events import RuntimeEvent
 from journal.states import RunState
 
 SESSION_COLUMNS = (
-    "id, cwd, title, adapter, mode, config_json, permissions_json, additional_dirs_json, "
-    "created_at, updated_at"
+    "id, cwd, title, adapter, mode, config_json, permissions_json, additional_dirs_json, created_at, updated_at"
 )
 RUN_COLUMNS = "id, session_id, seq_no, status, stop_reason, error, started_at, ended_at, last_seq, owner_pid"
 

@@ -17,9 +17,7 @@ from typing import Any, cast
 
 REDACTED = "[REDACTED]"
 
-_KEY_NAMES = (
-    r"password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?|auth"
-)
+_KEY_NAMES = r"password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?|auth"
 _CRED_CHARS = r"[A-Za-z0-9._~+/-]"
 
 # One alternation, so a string is scanned once; `*_head` groups are kept, `*_val` quotes too.

@@ -118,8 +118,7 @@ class Journal:
 
         async def mark(conn: aiosqlite.Connection) -> None:
             await conn.executemany(
-                "UPDATE runs SET status = 'interrupted', ended_at = ?, error = ? "
-                "WHERE id = ? AND status = 'running'",
+                "UPDATE runs SET status = 'interrupted', ended_at = ?, error = ? WHERE id = ? AND status = 'running'",
                 [(now, INTERRUPTED_ERROR, run_id) for (run_id,) in dead],
             )
 
@@ -238,9 +237,7 @@ class Journal:
                 "FROM runs WHERE session_id = ?",
                 (run_id, session_id, now, os.getpid(), owners.own_token(), session_id),
             )
-            await conn.execute(
-                "UPDATE sessions SET updated_at = max(updated_at, ?) WHERE id = ?", (now, session_id)
-            )
+            await conn.execute("UPDATE sessions SET updated_at = max(updated_at, ?) WHERE id = ?", (now, session_id))
 
         try:
             await self._write.transaction(insert)

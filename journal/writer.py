@@ -164,8 +164,7 @@ async def write_batch(
     the caller then uses (in a fresh transaction) so only the duplicate is refused.
     """
     params = [
-        (i.run_id, i.seq, i.type, i.created_at, int(i.terminal), i.payload, i.run_id, i.session_id)
-        for i in items
+        (i.run_id, i.seq, i.type, i.created_at, int(i.terminal), i.payload, i.run_id, i.session_id) for i in items
     ]
     if one_by_one:
         failures = await _insert_each(conn, params)

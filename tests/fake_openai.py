@@ -48,8 +48,7 @@ class Recorded:
 
 
 def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
-    choices = [] if delta is None and finish is None else [
-        {"index": 0, "delta": delta or {}, "finish_reason": finish}]
+    choices = [] if delta is None and finish is None else [{"index": 0, "delta": delta or {}, "finish_reason": finish}]
     return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": "fake", "choices": choices, **extra}
 
 
@@ -66,16 +65,30 @@ def reply(
 ) -> Stream:
     """A typical streamed answer: reasoning, text in pieces, tool calls in fragments, usage."""
     chunks = [chunk({"role": "assistant", "content": ""})]
-    chunks += [chunk({reasoning_key: reasoning[i:i + 4]}) for i in range(0, len(reasoning), 4)]
-    chunks += [chunk({"content": text[i:i + 3]}) for i in range(0, len(text), 3)]
+    chunks += [chunk({reasoning_key: reasoning[i : i + 4]}) for i in range(0, len(reasoning), 4)]
+    chunks += [chunk({"content": text[i : i + 3]}) for i in range(0, len(text), 3)]
     if refusal:
         chunks.append(chunk({"refusal": refusal}))
     for index, (name, args) in enumerate(tools):
         arguments = json.dumps(args)
-        chunks.append(chunk({"tool_calls": [{"index": index, "id": f"call_{index}_{name}", "type": "function",
-                                             "function": {"name": name, "arguments": ""}}]}))
-        chunks += [chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[i:i + 7]}}]})
-                   for i in range(0, len(arguments), 7)]
+        chunks.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": f"call_{index}_{name}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        chunks += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[i : i + 7]}}]})
+            for i in range(0, len(arguments), 7)
+        ]
     if not hold_open:
         chunks.append(chunk(finish=finish or ("tool_calls" if tools else "stop")))
     if usage is not None:

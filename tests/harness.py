@@ -35,9 +35,15 @@ from acp_server.rpc.wire import Frame, Oversized
 
 ServerRequestHandler = Callable[[dict[str, Any]], Awaitable[Any]]
 CLIENT_METHODS = (
-    methods.REQUEST_PERMISSION, methods.FS_READ_TEXT_FILE, methods.FS_WRITE_TEXT_FILE,
-    methods.TERMINAL_CREATE, methods.TERMINAL_OUTPUT, methods.TERMINAL_WAIT_FOR_EXIT, methods.TERMINAL_KILL,
-    methods.TERMINAL_RELEASE, methods.ELICITATION_CREATE,
+    methods.REQUEST_PERMISSION,
+    methods.FS_READ_TEXT_FILE,
+    methods.FS_WRITE_TEXT_FILE,
+    methods.TERMINAL_CREATE,
+    methods.TERMINAL_OUTPUT,
+    methods.TERMINAL_WAIT_FOR_EXIT,
+    methods.TERMINAL_KILL,
+    methods.TERMINAL_RELEASE,
+    methods.ELICITATION_CREATE,
 )
 RESPONSE_TIMEOUT = 20
 
@@ -181,26 +187,37 @@ class FakeEditor:
     # --- conveniences ----------------------------------------------------------------------
 
     async def initialize(self, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
-        return await self.request("initialize", {
-            "protocolVersion": 1,
-            "clientCapabilities": capabilities if capabilities is not None else {},
-            "clientInfo": {"name": "fake-editor", "version": "1"},
-        })
+        return await self.request(
+            "initialize",
+            {
+                "protocolVersion": 1,
+                "clientCapabilities": capabilities if capabilities is not None else {},
+                "clientInfo": {"name": "fake-editor", "version": "1"},
+            },
+        )
 
     async def new_session(self, cwd: str | os.PathLike[str]) -> str:
         result = await self.request("session/new", {"cwd": str(cwd), "mcpServers": []})
         return result["sessionId"]
 
     async def prompt(self, session_id: str, text: str) -> dict[str, Any]:
-        return await self.request("session/prompt", {
-            "sessionId": session_id, "prompt": [{"type": "text", "text": text}],
-        })
+        return await self.request(
+            "session/prompt",
+            {
+                "sessionId": session_id,
+                "prompt": [{"type": "text", "text": text}],
+            },
+        )
 
     async def start_prompt(self, session_id: str, text: str) -> asyncio.Task[dict[str, Any]]:
         """Send a prompt now; the returned task resolves to its response frame."""
-        return await self.send_request("session/prompt", {
-            "sessionId": session_id, "prompt": [{"type": "text", "text": text}],
-        })
+        return await self.send_request(
+            "session/prompt",
+            {
+                "sessionId": session_id,
+                "prompt": [{"type": "text", "text": text}],
+            },
+        )
 
     def kinds(self, session_id: str) -> list[str]:
         return [u["sessionUpdate"] for u in self.updates[session_id]]
@@ -219,6 +236,7 @@ class FakeEditor:
 
     def never_answer(self, method: str) -> None:
         """Leave every `method` request from the server unanswered, like a headless client."""
+
         async def silent(params: dict[str, Any]) -> Any:
             await anyio.Event().wait()
 
@@ -241,12 +259,19 @@ class FakeEditor:
 
     def enable_terminal(self) -> None:
         """Serve terminal/* with real processes, as an editor's terminal would."""
+
         async def create(params: dict[str, Any]) -> dict[str, Any]:
             tid = f"term-{uuid.uuid4().hex[:8]}"
-            self.terminals[tid] = await anyio.to_thread.run_sync(partial(
-                subprocess.Popen, [params["command"], *params.get("args", [])], cwd=params.get("cwd"),
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            ))
+            self.terminals[tid] = await anyio.to_thread.run_sync(
+                partial(
+                    subprocess.Popen,
+                    [params["command"], *params.get("args", [])],
+                    cwd=params.get("cwd"),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )
+            )
             self._called("create")
             return {"terminalId": tid}
 
@@ -276,10 +301,15 @@ class FakeEditor:
             proc.wait()
             return {}
 
-        self.handlers.update({
-            "terminal/create": create, "terminal/wait_for_exit": wait, "terminal/output": output,
-            "terminal/kill": kill, "terminal/release": release,
-        })
+        self.handlers.update(
+            {
+                "terminal/create": create,
+                "terminal/wait_for_exit": wait,
+                "terminal/output": output,
+                "terminal/kill": kill,
+                "terminal/release": release,
+            }
+        )
 
     # --- our peer's handlers ---------------------------------------------------------------
 

@@ -20,8 +20,11 @@ from schema_check import check_agent_frame
 class StdioServer:
     def __init__(self, *args: str, cwd: str | None = None) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "acp_server", *args], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+            [sys.executable, "-m", "acp_server", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
         )
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self.frames: list[dict[str, Any]] = []
@@ -74,8 +77,13 @@ class StdioServer:
             if frame.get("id") == request_id and "method" not in frame:
                 return frame
             if frame.get("method") == "session/request_permission":
-                self.send({"jsonrpc": "2.0", "id": frame["id"],
-                           "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+                self.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": frame["id"],
+                        "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+                    }
+                )
 
     def call(self, method: str, params: dict[str, Any]) -> Any:
         frame = self.response(self.request(method, params))

@@ -23,10 +23,17 @@ from examples.my_agent import make_agent
 SCENARIOS = {
     "contextWindow": 1000,
     "scenarios": [
-        {"match": "stream", "steps": [{"think": "hmm"}, {"say": "one ", "repeat": 3},
-                                      {"usage": {"inputTokens": 5, "outputTokens": 3}}]},
-        {"match": "write", "steps": [{"say": "writing"}, {"tool": "Write a.txt", "kind": "edit", "ask": True,
-                                                          "write_file": {"path": "a.txt", "content": "A"}}]},
+        {
+            "match": "stream",
+            "steps": [{"think": "hmm"}, {"say": "one ", "repeat": 3}, {"usage": {"inputTokens": 5, "outputTokens": 3}}],
+        },
+        {
+            "match": "write",
+            "steps": [
+                {"say": "writing"},
+                {"tool": "Write a.txt", "kind": "edit", "ask": True, "write_file": {"path": "a.txt", "content": "A"}},
+            ],
+        },
         {"match": "boom", "steps": [{"say": "about to fail"}, {"error": "the scenario failed"}]},
         {"match": "long", "steps": [{"say": "working"}, {"sleep": 30}, {"say": "never"}]},
     ],
@@ -247,12 +254,15 @@ class _BrokenContract(AdapterContract):
         return "long"
 
 
-@pytest.mark.parametrize(("check", "complaint"), [
-    ("test_cancellation_is_honoured_within_the_stated_latency", "cancel took"),
-    ("test_a_rejected_permission_means_the_tool_does_not_complete", "rejected tool went on"),
-    ("test_an_exception_becomes_a_failed_run", "should raise ended end_turn"),
-    ("test_a_turn_ends_in_exactly_one_stop_reason_and_reports_nothing_after_it", "after its turn ended"),
-])
+@pytest.mark.parametrize(
+    ("check", "complaint"),
+    [
+        ("test_cancellation_is_honoured_within_the_stated_latency", "cancel took"),
+        ("test_a_rejected_permission_means_the_tool_does_not_complete", "rejected tool went on"),
+        ("test_an_exception_becomes_a_failed_run", "should raise ended end_turn"),
+        ("test_a_turn_ends_in_exactly_one_stop_reason_and_reports_nothing_after_it", "after its turn ended"),
+    ],
+)
 def test_the_contract_fails_an_adapter_that_breaks_it(check, complaint):
     with pytest.raises(AssertionError, match=complaint):
         getattr(_BrokenContract(), check)()

@@ -18,13 +18,15 @@ RISKY = {"tool": "Deploy", "kind": "execute", "input": {"command": "make deploy"
 
 
 def scripted(*steps, **options) -> AcpAgent:
-    return AcpAgent(ScriptedAdapter.from_data({"scenarios": [{"match": "", "steps": list(steps)}]}),
-                    AgentOptions(**options))
+    return AcpAgent(
+        ScriptedAdapter.from_data({"scenarios": [{"match": "", "steps": list(steps)}]}), AgentOptions(**options)
+    )
 
 
 def answering(option_id: str):
     async def answer(params):
         return {"outcome": {"outcome": "selected", "optionId": option_id}}
+
     return answer
 
 
@@ -36,10 +38,15 @@ def asked(editor, method="session/request_permission"):
     return [r for r in editor.server_requests if r["method"] == method]
 
 
-@pytest.mark.parametrize(("option", "second_time_asks", "final"), [
-    ("allow_once", True, "completed"), ("allow_always", False, "completed"),
-    ("reject_once", True, "failed"), ("reject_always", False, "failed"),
-])
+@pytest.mark.parametrize(
+    ("option", "second_time_asks", "final"),
+    [
+        ("allow_once", True, "completed"),
+        ("allow_always", False, "completed"),
+        ("reject_once", True, "failed"),
+        ("reject_always", False, "failed"),
+    ],
+)
 async def test_each_permission_answer_means_what_it_says(tmp_path, option, second_time_asks, final):
     async with running(scripted(RISKY)) as editor:
         editor.handlers["session/request_permission"] = answering(option)
@@ -52,12 +59,22 @@ async def test_each_permission_answer_means_what_it_says(tmp_path, option, secon
 
 
 async def test_an_always_answer_for_one_program_does_not_cover_another(tmp_path):
-    agent = AcpAgent(ScriptedAdapter.from_data({"scenarios": [
-        {"match": "git", "steps": [
-            {"tool": "git", "kind": "execute", "input": {"command": "git status"}, "ask": True}]},
-        {"match": "rm", "steps": [
-            {"tool": "rm", "kind": "execute", "input": {"command": "rm -rf build"}, "ask": True}]},
-    ]}))
+    agent = AcpAgent(
+        ScriptedAdapter.from_data(
+            {
+                "scenarios": [
+                    {
+                        "match": "git",
+                        "steps": [{"tool": "git", "kind": "execute", "input": {"command": "git status"}, "ask": True}],
+                    },
+                    {
+                        "match": "rm",
+                        "steps": [{"tool": "rm", "kind": "execute", "input": {"command": "rm -rf build"}, "ask": True}],
+                    },
+                ]
+            }
+        )
+    )
     async with running(agent) as editor:
         editor.handlers["session/request_permission"] = answering("allow_always")
         await editor.initialize()
@@ -97,10 +114,16 @@ async def test_a_permission_without_an_answer_in_time_is_denied_withdrawn_and_th
 
 async def test_a_repeated_or_late_answer_is_ignored(tmp_path):
     async with running(scripted(RISKY, {"say": "done"})) as editor:
+
         async def answer_twice(params):
             request_id = editor.server_requests[-1]["id"]
-            await editor.send({"jsonrpc": "2.0", "id": request_id,
-                               "result": {"outcome": {"outcome": "selected", "optionId": "reject_once"}}})
+            await editor.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {"outcome": {"outcome": "selected", "optionId": "reject_once"}},
+                }
+            )
             return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
 
         editor.handlers["session/request_permission"] = answer_twice
@@ -124,11 +147,14 @@ async def test_modes_are_offered_changed_announced_and_remembered_across_a_resta
         assert await editor.request("session/set_mode", {"sessionId": sid, "modeId": "read-only"}) == {}
         assert editor.updates[sid][-2:] == [
             {"sessionUpdate": "current_mode_update", "currentModeId": "read-only"},
-            {"sessionUpdate": "config_option_update", "configOptions": [
-                {**created["configOptions"][0], "currentValue": "read-only"}]},
+            {
+                "sessionUpdate": "config_option_update",
+                "configOptions": [{**created["configOptions"][0], "currentValue": "read-only"}],
+            },
         ]
-        result = await editor.request("session/set_config_option",
-                                      {"sessionId": sid, "configId": "mode", "value": "yolo"})
+        result = await editor.request(
+            "session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "yolo"}
+        )
         assert result["configOptions"][0]["currentValue"] == "yolo"
         assert editor.updates[sid][-1] == {"sessionUpdate": "current_mode_update", "currentModeId": "yolo"}
         for bad in ({"modeId": "reckless"},):
@@ -145,23 +171,34 @@ async def test_modes_are_offered_changed_announced_and_remembered_across_a_resta
 
 
 async def test_read_only_mode_refuses_edits_and_commands_without_asking(tmp_path):
-    agent = scripted({"tool": "Write", "kind": "edit", "write_file": {"path": "a.txt", "content": "x"}},
-                     {"tool": "Run", "kind": "execute", "run": "touch b.txt"},
-                     {"tool": "Asked edit", "kind": "edit", "ask": True, "result": "ok"},
-                     {"tool": "Read", "kind": "read", "ask": True, "result": "read ok"})
+    agent = scripted(
+        {"tool": "Write", "kind": "edit", "write_file": {"path": "a.txt", "content": "x"}},
+        {"tool": "Run", "kind": "execute", "run": "touch b.txt"},
+        {"tool": "Asked edit", "kind": "edit", "ask": True, "result": "ok"},
+        {"tool": "Read", "kind": "read", "ask": True, "result": "read ok"},
+    )
     async with running(agent) as editor:
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
         await editor.request("session/set_mode", {"sessionId": sid, "modeId": "read-only"})
         await editor.prompt(sid, "try")
-        assert statuses(editor, sid) == ["in_progress", "failed", "in_progress", "failed", "failed", "in_progress",
-                                         "completed"]
+        assert statuses(editor, sid) == [
+            "in_progress",
+            "failed",
+            "in_progress",
+            "failed",
+            "failed",
+            "in_progress",
+            "completed",
+        ]
         assert asked(editor) == []
         assert not (tmp_path / "a.txt").exists() and not (tmp_path / "b.txt").exists()
         messages = [u["content"][0]["content"]["text"] for u in editor.updates[sid] if u.get("status") == "failed"]
-        assert messages == ["Refused: writing files is not allowed in read-only mode (change it with /mode)",
-                            "Refused: running commands is not allowed in read-only mode (change it with /mode)",
-                            "Refused by read-only mode"]
+        assert messages == [
+            "Refused: writing files is not allowed in read-only mode (change it with /mode)",
+            "Refused: running commands is not allowed in read-only mode (change it with /mode)",
+            "Refused by read-only mode",
+        ]
 
 
 async def test_yolo_mode_asks_nothing(tmp_path):
@@ -185,9 +222,15 @@ class ProbeAdapter:
     def capabilities(self) -> AdapterCapabilities:
         return AdapterCapabilities(
             context_window=1000,
-            config_options=(ConfigOption("model", "Model",
-                                         (ConfigChoice("small", "Small"), ConfigChoice("large", "Large")),
-                                         "small", category="model"),),
+            config_options=(
+                ConfigOption(
+                    "model",
+                    "Model",
+                    (ConfigChoice("small", "Small"), ConfigChoice("large", "Large")),
+                    "small",
+                    category="model",
+                ),
+            ),
             commands=(SlashCommand("review", "Review the diff", hint="files"),),
         )
 
@@ -217,18 +260,24 @@ async def test_adapter_options_are_validated_and_reach_the_turn(tmp_path):
         model = created["configOptions"][1]
         assert model["id"] == "model" and model["category"] == "model" and model["currentValue"] == "small"
         await editor.prompt(sid, "go")
-        result = await editor.request("session/set_config_option",
-                                      {"sessionId": sid, "configId": "model", "value": "large"})
+        result = await editor.request(
+            "session/set_config_option", {"sessionId": sid, "configId": "model", "value": "large"}
+        )
         assert result["configOptions"][1]["currentValue"] == "large"
-        for bad in ({"configId": "model", "value": "huge"}, {"configId": "colour", "value": "red"},
-                    {"configId": "model", "type": "boolean", "value": True}):
+        for bad in (
+            {"configId": "model", "value": "huge"},
+            {"configId": "colour", "value": "red"},
+            {"configId": "model", "type": "boolean", "value": True},
+        ):
             with pytest.raises(RemoteError) as caught:
                 await editor.request("session/set_config_option", {"sessionId": sid, **bad})
             assert caught.value.code == INVALID_PARAMS
         response = await editor.prompt(sid, "go")
         assert editor.text(sid).endswith("model=large mode=ask")
-        assert response == {"stopReason": "end_turn",
-                            "usage": {"inputTokens": 30, "outputTokens": 12, "totalTokens": 42}}
+        assert response == {
+            "stopReason": "end_turn",
+            "usage": {"inputTokens": 30, "outputTokens": 12, "totalTokens": 42},
+        }
         assert {"sessionUpdate": "usage_update", "used": 42, "size": 1000} in editor.updates[sid]
 
 
@@ -253,6 +302,7 @@ async def test_commands_are_announced_and_built_ins_are_answered_by_the_server(t
 
 async def test_a_question_uses_a_form_when_the_editor_can_show_one(tmp_path):
     async with running(AcpAgent(ProbeAdapter())) as editor:
+
         async def form(params):
             assert params["mode"] == "form" and params["message"] == "Which one?"
             assert params["requestedSchema"]["properties"]["answer"]["enum"] == ["red", "blue"]
@@ -282,8 +332,10 @@ async def test_without_forms_a_question_with_choices_becomes_a_permission_reques
         (request,) = asked(editor)
         assert [o["name"] for o in request["params"]["options"]] == ["red", "blue", "Skip"]
         await editor.prompt(sid, "ask")
-        assert editor.text(sid).endswith("no answer: Cannot ask the user: this editor shows neither forms "
-                                         "(elicitation) nor choices for an open question")
+        assert editor.text(sid).endswith(
+            "no answer: Cannot ask the user: this editor shows neither forms "
+            "(elicitation) nor choices for an open question"
+        )
 
 
 async def test_cancel_withdraws_a_pending_question(tmp_path):
@@ -302,8 +354,14 @@ async def test_cancel_withdraws_a_pending_question(tmp_path):
 
 async def test_permission_decisions_are_journaled(tmp_path):
     journal = await Journal.open(tmp_path / "journal.db")
-    async with running(AcpAgent(ScriptedAdapter.from_data({"scenarios": [{"match": "", "steps": [
-            RISKY, {"tool": "Look", "kind": "read", "ask": True}]}]}), journal=journal)) as editor:
+    async with running(
+        AcpAgent(
+            ScriptedAdapter.from_data(
+                {"scenarios": [{"match": "", "steps": [RISKY, {"tool": "Look", "kind": "read", "ask": True}]}]}
+            ),
+            journal=journal,
+        )
+    ) as editor:
         editor.handlers["session/request_permission"] = answering("reject_once")
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
@@ -311,7 +369,9 @@ async def test_permission_decisions_are_journaled(tmp_path):
     decisions = [r.payload async for r in journal.events(sid) if r.type == "permission"]
     await journal.close()
     assert [(d["outcome"], d["by"], d["option"]) for d in decisions] == [
-        ("rejected", "user", "reject_once"), ("allowed", "policy", None)]
+        ("rejected", "user", "reject_once"),
+        ("allowed", "policy", None),
+    ]
     assert json.dumps(decisions)
 
 
@@ -322,5 +382,7 @@ async def test_the_scripted_agent_asks_questions_for_client_testers(tmp_path):
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
         await editor.prompt(sid, "go")
-        assert editor.text(sid) == ("Which colour? → red\nYour name? → (no answer: Cannot ask the user: this editor "
-                                    "shows neither forms (elicitation) nor choices for an open question)\n")
+        assert editor.text(sid) == (
+            "Which colour? → red\nYour name? → (no answer: Cannot ask the user: this editor "
+            "shows neither forms (elicitation) nor choices for an open question)\n"
+        )

@@ -10,14 +10,22 @@ import sqlite3
 from stdio_server import StdioServer
 
 WORDS = [f"w{i} " for i in range(4000)]
-SCRIPT = {"scenarios": [
-    {"match": "long", "steps": [
-        {"tool": "Read config", "kind": "read", "input": {"path": "cfg"}, "result": "cfg ok"},
-        *(step for n, word in enumerate(WORDS)
-          for step in ([{"say": word}, {"sleep": 0.005}] if n % 10 == 9 else [{"say": word}])),
-    ]},
-    {"match": "", "steps": [{"say": "short reply"}]},
-]}
+SCRIPT = {
+    "scenarios": [
+        {
+            "match": "long",
+            "steps": [
+                {"tool": "Read config", "kind": "read", "input": {"path": "cfg"}, "result": "cfg ok"},
+                *(
+                    step
+                    for n, word in enumerate(WORDS)
+                    for step in ([{"say": word}, {"sleep": 0.005}] if n % 10 == 9 else [{"say": word}])
+                ),
+            ],
+        },
+        {"match": "", "steps": [{"say": "short reply"}]},
+    ]
+}
 
 
 def start(tmp_path, db) -> StdioServer:
@@ -60,7 +68,8 @@ def test_sigkill_mid_turn_then_restart_replays_a_clean_prefix_and_an_interrupted
         assert "interrupted" in notice
         assert kinds[-1] == "session_info_update"
         assert second.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}) == {
-            "stopReason": "end_turn"}
+            "stopReason": "end_turn"
+        }
     finally:
         second.kill()
     runs = sqlite3.connect(db).execute("SELECT status FROM runs ORDER BY seq_no").fetchall()
@@ -72,8 +81,10 @@ def test_two_servers_share_one_journal_at_the_same_time(tmp_path):
     servers = [start(tmp_path, db), start(tmp_path, db)]
     try:
         sessions = [server.start_session(str(tmp_path)) for server in servers]
-        prompts = [server.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]})
-                   for server, sid in zip(servers, sessions, strict=True)]
+        prompts = [
+            server.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]})
+            for server, sid in zip(servers, sessions, strict=True)
+        ]
         for server, prompt_id in zip(servers, prompts, strict=True):
             assert server.response(prompt_id)["result"] == {"stopReason": "end_turn"}
         listed = servers[0].call("session/list", {})["sessions"]
@@ -90,14 +101,23 @@ def test_two_servers_share_one_journal_at_the_same_time(tmp_path):
     assert os.path.getsize(db) > 0
 
 
-EFFECT_SCRIPT = {"scenarios": [
-    {"match": "effects", "steps": [
-        step for n in range(60) for step in (
-            {"tool": f"Append {n}", "kind": "execute", "run": f"echo {n} >> effects.log"},
-            {"say": f"after effect {n}. "}, {"sleep": 0.01})
-    ]},
-    {"match": "", "steps": [{"say": "ok"}]},
-]}
+EFFECT_SCRIPT = {
+    "scenarios": [
+        {
+            "match": "effects",
+            "steps": [
+                step
+                for n in range(60)
+                for step in (
+                    {"tool": f"Append {n}", "kind": "execute", "run": f"echo {n} >> effects.log"},
+                    {"say": f"after effect {n}. "},
+                    {"sleep": 0.01},
+                )
+            ],
+        },
+        {"match": "", "steps": [{"say": "ok"}]},
+    ]
+}
 KILLS = int(os.environ.get("ACP_CRASH_KILLS", "3"))
 
 
@@ -135,8 +155,10 @@ def test_repeated_sigkills_never_lose_integrity_and_never_rerun_a_dispatched_too
             assert len(ids) == len(set(ids)), "a tool call was replayed twice"
             dispatched = [u for u in updates if u.get("status") == "in_progress"]
             assert len(ran_before_restart) <= len(dispatched) <= len(ran_before_restart) + 1
-            assert "interrupted" in [u for u in updates if u["sessionUpdate"] == "agent_message_chunk"][-1][
-                "content"]["text"]
+            assert (
+                "interrupted"
+                in [u for u in updates if u["sessionUpdate"] == "agent_message_chunk"][-1]["content"]["text"]
+            )
             srv.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hello"}]})
         finally:
             srv.close_stdin()

@@ -19,16 +19,35 @@ def shown(*updates: object) -> str:
 
 
 def test_a_plan_marks_completed_and_running_entries():
-    assert shown({"sessionUpdate": "plan", "entries": [
-        {"content": "read", "status": "completed"}, {"content": "edit", "status": "in_progress"},
-        {"content": "test", "status": "pending"},
-    ]}) == "[plan]\n  [x] read\n  [~] edit\n  [ ] test\n"
+    assert (
+        shown(
+            {
+                "sessionUpdate": "plan",
+                "entries": [
+                    {"content": "read", "status": "completed"},
+                    {"content": "edit", "status": "in_progress"},
+                    {"content": "test", "status": "pending"},
+                ],
+            }
+        )
+        == "[plan]\n  [x] read\n  [~] edit\n  [ ] test\n"
+    )
 
 
 def test_a_plan_entry_whose_status_is_not_a_string_is_shown_unmarked_instead_of_crashing():
-    assert shown({"sessionUpdate": "plan", "entries": [
-        {"content": "odd", "status": ["completed"]}, "not an entry", {"content": "odder", "status": {}},
-    ]}) == "[plan]\n  [ ] odd\n  [ ] odder\n"
+    assert (
+        shown(
+            {
+                "sessionUpdate": "plan",
+                "entries": [
+                    {"content": "odd", "status": ["completed"]},
+                    "not an entry",
+                    {"content": "odder", "status": {}},
+                ],
+            }
+        )
+        == "[plan]\n  [ ] odd\n  [ ] odder\n"
+    )
 
 
 def test_streamed_text_thoughts_and_tool_calls_each_start_where_they_should():
@@ -36,11 +55,19 @@ def test_streamed_text_thoughts_and_tool_calls_each_start_where_they_should():
         {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}},
         {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hel"}},
         {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "lo"}},
-        {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read", "kind": "read", "status": "pending",
-         "content": [{"type": "content", "content": {"type": "text", "text": "line"}}, 7]},
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "t1",
+            "title": "Read",
+            "kind": "read",
+            "status": "pending",
+            "content": [{"type": "content", "content": {"type": "text", "text": "line"}}, 7],
+        },
         {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"},
         {"sessionUpdate": "usage_update", "used": 50, "size": 200, "cost": {"amount": 0.1, "currency": "USD"}},
         {"sessionUpdate": "something_newer", "x": 1},
         "not an update",
-    ) == ("(thinking) hmm\nHello\n[tool] Read (read) pending\n    line\n[tool] Read -> completed\n"
-          "[usage] 50/200 tokens (25.0%), cost 0.1 USD\n")
+    ) == (
+        "(thinking) hmm\nHello\n[tool] Read (read) pending\n    line\n[tool] Read -> completed\n"
+        "[usage] 50/200 tokens (25.0%), cost 0.1 USD\n"
+    )

@@ -52,7 +52,8 @@ def site(tmp_path: Path) -> Path:
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: doctor-agents-acp\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
-        "[acp_server.agents]\nstuck = doctor_agents:Stuck\nfine = doctor_agents:Fine\n")
+        "[acp_server.agents]\nstuck = doctor_agents:Stuck\nfine = doctor_agents:Fine\n"
+    )
     return root
 
 
@@ -60,8 +61,14 @@ def doctor(*args: str, cwd: Path, path: Path | None = None, **env: str) -> subpr
     environ = {k: v for k, v in os.environ.items() if not k.startswith("ACP_SERVER_") or k == "ACP_SERVER_DB"}
     if path is not None:
         environ["PYTHONPATH"] = str(path)
-    return subprocess.run([sys.executable, "-m", "acp_server", *args], capture_output=True, text=True,
-                          cwd=cwd, env={**environ, **env}, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", "acp_server", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**environ, **env},
+        timeout=30,
+    )
 
 
 def rows(output: str) -> dict[str, list[str]]:
@@ -92,8 +99,10 @@ def test_every_registered_agent_gets_a_row_and_a_healthy_selection_exits_zero(tm
     table = rows(result.stdout)
     assert table["> echo"][0] == "ok"
     assert table["scripted"][0] == "ok"
-    assert table["python"] == ["unavailable", "the python agent needs --script module:function, naming a "
-                                              "def run(prompt, session) -> str | Iterator[str]"]
+    assert table["python"] == [
+        "unavailable",
+        "the python agent needs --script module:function, naming a def run(prompt, session) -> str | Iterator[str]",
+    ]
     assert "openai" in table
     assert result.stdout.rstrip().endswith("The selected agent 'echo' is healthy.")
 
@@ -101,8 +110,16 @@ def test_every_registered_agent_gets_a_row_and_a_healthy_selection_exits_zero(tm
 def test_each_setting_says_whether_it_came_from_a_flag_the_environment_or_the_default(tmp_path: Path):
     script = tmp_path / "s.json"
     script.write_text('{"scenarios": [{"match": "x", "steps": [{"say": "y"}]}]}')
-    result = doctor("--max-workers", "3", "doctor", "--script", str(script), cwd=tmp_path,
-                    ACP_SERVER_AGENT="scripted", ACP_SERVER_LOG_LEVEL="ERROR")
+    result = doctor(
+        "--max-workers",
+        "3",
+        "doctor",
+        "--script",
+        str(script),
+        cwd=tmp_path,
+        ACP_SERVER_AGENT="scripted",
+        ACP_SERVER_LOG_LEVEL="ERROR",
+    )
     assert result.returncode == 0, result.stderr
     assert rows(result.stdout)["> scripted"] == ["ok", "1 scenario loaded"]
     shown = settings(result.stdout)
@@ -127,7 +144,8 @@ def test_the_exit_status_is_non_zero_when_the_selected_agent_hangs(tmp_path: Pat
     result = doctor("--agent", "stuck", "doctor", cwd=tmp_path, path=site)
     assert result.returncode == EXIT_UNHEALTHY
     assert result.stdout.rstrip().endswith(
-        "The selected agent 'stuck' is timed out: health() did not answer within 2 s")
+        "The selected agent 'stuck' is timed out: health() did not answer within 2 s"
+    )
 
 
 def test_an_unhealthy_module_factory_agent_fails_the_doctor_and_shows_its_settings(tmp_path: Path, site: Path):

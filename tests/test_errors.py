@@ -33,7 +33,7 @@ async def test_an_unparsable_line_gets_a_parse_error_with_null_id_and_serving_go
         assert (await editor.initialize())["protocolVersion"] == 1
 
 
-@pytest.mark.parametrize("raw", [b"\xff\xfe{}", b"[" * 100_000, b"1" * 5000, b"{\"a\": NaN"])
+@pytest.mark.parametrize("raw", [b"\xff\xfe{}", b"[" * 100_000, b"1" * 5000, b'{"a": NaN'])
 async def test_invalid_utf8_deep_nesting_and_huge_numbers_are_parse_errors(raw):
     async with running(echo_agent()) as editor:
         assert (await editor.expect_error(raw))["code"] == PARSE_ERROR
@@ -48,21 +48,23 @@ async def test_a_batch_is_an_invalid_request():
         assert "batch" in error["message"]
 
 
-@pytest.mark.parametrize("message", [
-    {"jsonrpc": "1.0", "id": 7, "method": "initialize", "params": {}},
-    {"jsonrpc": "2.0", "id": 7, "method": 42},
-    {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": "text"},
-    {"jsonrpc": "2.0", "id": {"nested": 1}, "method": "initialize"},
-    {"jsonrpc": "2.0", "id": 1.5, "method": "initialize"},
-    {"jsonrpc": "2.0", "id": True, "method": "initialize"},
-    {"id": 3},
-    "just a string",
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "1.0", "id": 7, "method": "initialize", "params": {}},
+        {"jsonrpc": "2.0", "id": 7, "method": 42},
+        {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": "text"},
+        {"jsonrpc": "2.0", "id": {"nested": 1}, "method": "initialize"},
+        {"jsonrpc": "2.0", "id": 1.5, "method": "initialize"},
+        {"jsonrpc": "2.0", "id": True, "method": "initialize"},
+        {"id": 3},
+        "just a string",
+    ],
+)
 async def test_an_invalid_envelope_is_an_invalid_request(message):
     async with running(echo_agent()) as editor:
         valid_id = isinstance(message, dict) and type(message.get("id")) in (int, str)
-        answer = await editor.exchange(json.dumps(message).encode(),
-                                       answer_id=message["id"] if valid_id else None)
+        answer = await editor.exchange(json.dumps(message).encode(), answer_id=message["id"] if valid_id else None)
         assert answer["error"]["code"] == INVALID_REQUEST
         await editor.initialize()
 
@@ -135,19 +137,29 @@ async def test_image_content_is_refused_when_the_agent_did_not_advertise_it(tmp_
     async with running(echo_agent()) as editor:
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
-        response = await editor.request_raw("session/prompt", {"sessionId": sid, "prompt": [
-            {"type": "image", "data": "AAAA", "mimeType": "image/png"}]})
+        response = await editor.request_raw(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]}
+        )
         assert response["error"]["code"] == INVALID_PARAMS
-        result = await editor.request("session/prompt", {"sessionId": sid, "prompt": [
-            {"type": "text", "text": "see"}, {"type": "resource_link", "uri": "file:///x.py", "name": "x.py"}]})
+        result = await editor.request(
+            "session/prompt",
+            {
+                "sessionId": sid,
+                "prompt": [
+                    {"type": "text", "text": "see"},
+                    {"type": "resource_link", "uri": "file:///x.py", "name": "x.py"},
+                ],
+            },
+        )
         assert result == {"stopReason": "end_turn"}
         assert editor.text(sid) == "see\nfile:///x.py"
 
 
 async def test_a_line_over_the_frame_limit_gets_an_error_and_serving_goes_on():
     async with running(echo_agent(), max_frame_bytes=1000) as editor:
-        error = await editor.expect_error(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "x",
-                                                      "params": {"pad": "y" * 5000}}).encode())
+        error = await editor.expect_error(
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"pad": "y" * 5000}}).encode()
+        )
         assert error["code"] == INVALID_REQUEST
         assert "too large" in error["message"]
         await editor.initialize()
@@ -162,8 +174,9 @@ async def test_an_unexpected_handler_exception_is_an_internal_error_without_deta
 
 
 def waiting_agent() -> AcpAgent:
-    return AcpAgent(ScriptedAdapter.from_data({"scenarios": [{"match": "wait", "steps": [
-        {"say": "started"}, {"sleep": 30}]}]}))
+    return AcpAgent(
+        ScriptedAdapter.from_data({"scenarios": [{"match": "wait", "steps": [{"say": "started"}, {"sleep": 30}]}]})
+    )
 
 
 async def start_waiting_turn(editor, cwd):
@@ -189,11 +202,13 @@ async def test_a_second_request_reusing_an_in_flight_id_is_refused(tmp_path):
     async with running(waiting_agent()) as editor:
         sid, task = await start_waiting_turn(editor, tmp_path)
         in_flight = editor.last_id
-        response = await editor.request_raw("session/new", {"cwd": str(tmp_path), "mcpServers": []},
-                                            id=in_flight + 1000)
+        response = await editor.request_raw(
+            "session/new", {"cwd": str(tmp_path), "mcpServers": []}, id=in_flight + 1000
+        )
         assert "result" in response
-        duplicate = json.dumps({"jsonrpc": "2.0", "id": in_flight, "method": "authenticate",
-                                "params": {"methodId": "x"}})
+        duplicate = json.dumps(
+            {"jsonrpc": "2.0", "id": in_flight, "method": "authenticate", "params": {"methodId": "x"}}
+        )
         answer = await editor.exchange(duplicate.encode(), answer_id=in_flight)
         assert answer["error"]["code"] == INVALID_REQUEST
         cancel = json.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})

@@ -17,26 +17,75 @@ from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 MAX_FRAME = 4096
 EXAMPLES = int(os.environ.get("ACP_FUZZ_EXAMPLES", "150"))
-METHODS = ["initialize", "authenticate", "session/new", "session/load", "session/resume", "session/list",
-           "session/close", "session/delete", "session/prompt", "session/cancel", "session/set_mode",
-           "session/set_config_option", "$/cancel_request", "_vendor/x", "unknown/method", "", "session/update"]
+METHODS = [
+    "initialize",
+    "authenticate",
+    "session/new",
+    "session/load",
+    "session/resume",
+    "session/list",
+    "session/close",
+    "session/delete",
+    "session/prompt",
+    "session/cancel",
+    "session/set_mode",
+    "session/set_config_option",
+    "$/cancel_request",
+    "_vendor/x",
+    "unknown/method",
+    "",
+    "session/update",
+]
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
-                      st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=30))
-json_value = st.recursive(json_leaf, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)), max_leaves=20)
-ids = st.one_of(st.integers(min_value=-(2**70), max_value=2**70), st.text(max_size=20), st.none(), st.booleans(),
-                st.floats(allow_nan=False, allow_infinity=False), st.lists(st.integers(), max_size=2))
-params = st.one_of(json_value, st.fixed_dictionaries({}, optional={
-    "sessionId": st.one_of(st.text(max_size=20), json_value), "cwd": st.one_of(st.just("/tmp"), json_value),
-    "mcpServers": st.one_of(st.just([]), json_value), "prompt": st.one_of(st.just([{"type": "text", "text": "x"}]),
-                                                                          json_value),
-    "protocolVersion": json_value, "modeId": json_value, "configId": json_value, "value": json_value,
-    "requestId": json_value, "cursor": json_value}))
-envelopes = st.fixed_dictionaries({}, optional={
-    "jsonrpc": st.one_of(st.just("2.0"), json_value), "id": ids,
-    "method": st.one_of(st.sampled_from(METHODS), json_value), "params": params,
-    "result": json_value, "error": json_value})
+json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=30),
+)
+json_value = st.recursive(
+    json_leaf,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=20,
+)
+ids = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.text(max_size=20),
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.lists(st.integers(), max_size=2),
+)
+params = st.one_of(
+    json_value,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "sessionId": st.one_of(st.text(max_size=20), json_value),
+            "cwd": st.one_of(st.just("/tmp"), json_value),
+            "mcpServers": st.one_of(st.just([]), json_value),
+            "prompt": st.one_of(st.just([{"type": "text", "text": "x"}]), json_value),
+            "protocolVersion": json_value,
+            "modeId": json_value,
+            "configId": json_value,
+            "value": json_value,
+            "requestId": json_value,
+            "cursor": json_value,
+        },
+    ),
+)
+envelopes = st.fixed_dictionaries(
+    {},
+    optional={
+        "jsonrpc": st.one_of(st.just("2.0"), json_value),
+        "id": ids,
+        "method": st.one_of(st.sampled_from(METHODS), json_value),
+        "params": params,
+        "result": json_value,
+        "error": json_value,
+    },
+)
 
 
 def encoded(message) -> bytes:
@@ -49,9 +98,17 @@ frames = st.one_of(
     st.binary(max_size=200).filter(lambda b: b"\n" not in b),
     st.integers(min_value=1, max_value=3000).map(lambda depth: b"[" * depth + b"]" * depth),
     st.integers(min_value=MAX_FRAME + 1, max_value=3 * MAX_FRAME).map(lambda n: b'{"pad": "' + b"x" * n + b'"}'),
-    st.sampled_from([b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": NaN}}',
-                     b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}\xff',
-                     b"\xef\xbb\xbf{}", b"   ", b"null", b"[]", b'"\\ud800"']),
+    st.sampled_from(
+        [
+            b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": NaN}}',
+            b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}\xff',
+            b"\xef\xbb\xbf{}",
+            b"   ",
+            b"null",
+            b"[]",
+            b'"\\ud800"',
+        ]
+    ),
 )
 
 
@@ -120,8 +177,10 @@ def read_until(server: StdioServer, frame: bytes, done) -> list[dict]:
         answer = server.next_frame(timeout=20)
         if answer is None:
             server.wait(timeout=10)
-            raise AssertionError(f"the server closed its output after {frame[:300]!r}; its stderr ends with:\n"
-                                 f"{server.stderr.decode(errors='replace')[-3000:]}")
+            raise AssertionError(
+                f"the server closed its output after {frame[:300]!r}; its stderr ends with:\n"
+                f"{server.stderr.decode(errors='replace')[-3000:]}"
+            )
         seen.append(answer)
         if done(answer):
             return seen
@@ -145,7 +204,11 @@ def test_after_the_campaign_a_normal_prompt_still_works(server, tmp_path):
     sid = server.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
     result = server.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "still here"}]})
     assert result == {"stopReason": "end_turn"}
-    texts = [f["params"]["update"]["content"]["text"] for f in server.frames
-             if f.get("method") == "session/update" and f["params"]["sessionId"] == sid
-             and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
+    texts = [
+        f["params"]["update"]["content"]["text"]
+        for f in server.frames
+        if f.get("method") == "session/update"
+        and f["params"]["sessionId"] == sid
+        and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    ]
     assert texts == ["still here"]

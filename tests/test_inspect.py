@@ -8,18 +8,34 @@ import sys
 
 import pytest
 
-SCRIPT = {"scenarios": [{"match": "", "steps": [
-    {"think": "considering"},
-    {"tool": "Call API", "kind": "fetch",
-     "input": {"url": "https://example.invalid", "api_key": "sk-abcdefghijklmnopqrstuvwx"},
-     "result": "Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123"},
-    {"say": "All done."},
-]}]}
+SCRIPT = {
+    "scenarios": [
+        {
+            "match": "",
+            "steps": [
+                {"think": "considering"},
+                {
+                    "tool": "Call API",
+                    "kind": "fetch",
+                    "input": {"url": "https://example.invalid", "api_key": "sk-abcdefghijklmnopqrstuvwx"},
+                    "result": "Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123",
+                },
+                {"say": "All done."},
+            ],
+        }
+    ]
+}
 
 
 def acp(*args: str, cwd) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "acp_server", *args], capture_output=True, text=True,
-                          timeout=60, cwd=cwd, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "acp_server", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture
@@ -63,8 +79,10 @@ def test_runs_events_and_export_show_the_raw_journal_without_secrets(journal_wit
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert all(e["event_id"] == f"{run_id}:{e['seq']}" for e in events)
     assert events[0]["type"] == "prompt" and events[-1]["type"] == "done" and events[-1]["terminal"]
-    later = [json.loads(line) for line in acp("events", run_id, "--db", db, "--json", "--after", "3",
-                                              cwd=tmp_path).stdout.splitlines()]
+    later = [
+        json.loads(line)
+        for line in acp("events", run_id, "--db", db, "--json", "--after", "3", cwd=tmp_path).stdout.splitlines()
+    ]
     assert later == events[3:]
     exported = json.loads(acp("export", session["sessionId"], "--db", db, "--json", cwd=tmp_path).stdout)
     assert exported["session"]["id"] == session["sessionId"]

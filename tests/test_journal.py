@@ -50,9 +50,7 @@ from journal.schema import SCHEMA_VERSION
 REPO = Path(__file__).resolve().parent.parent
 
 EVERY_EVENT: list[RuntimeEvent] = [
-    PromptReceived(
-        blocks=({"type": "text", "text": "fix the bug"}, {"type": "resource_link", "uri": "file:///a"})
-    ),
+    PromptReceived(blocks=({"type": "text", "text": "fix the bug"}, {"type": "resource_link", "uri": "file:///a"})),
     TextDelta("Looking"),
     ThoughtDelta("the bug is in parse()"),
     ToolCallStarted(
@@ -90,9 +88,7 @@ def db(tmp_path: Path) -> Path:
     return tmp_path / "state" / "journal.db"
 
 
-async def new_session(
-    journal: Journal, session_id: str = "s1", *, cwd: str = "/work", **times: float
-) -> None:
+async def new_session(journal: Journal, session_id: str = "s1", *, cwd: str = "/work", **times: float) -> None:
     await journal.create_session(SessionRecord(id=session_id, cwd=cwd, **times))
 
 

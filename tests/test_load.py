@@ -14,12 +14,19 @@ from stdio_server import StdioServer
 
 SESSIONS = 32
 ROUNDS = int(os.environ.get("ACP_LOAD_ROUNDS", "3"))
-SCRIPT = {"scenarios": [{"match": "", "steps": [
-    {"say": "chunk ", "repeat": 200},
-    {"tool": "Deploy", "kind": "execute", "input": {"command": "make deploy"}, "ask": True, "result": "ok"},
-    {"sleep": 0.05},
-    {"say": "tail ", "repeat": 50},
-]}]}
+SCRIPT = {
+    "scenarios": [
+        {
+            "match": "",
+            "steps": [
+                {"say": "chunk ", "repeat": 200},
+                {"tool": "Deploy", "kind": "execute", "input": {"command": "make deploy"}, "ask": True, "result": "ok"},
+                {"sleep": 0.05},
+                {"say": "tail ", "repeat": 50},
+            ],
+        }
+    ]
+}
 
 
 def rss_kib(pid: int) -> int:
@@ -30,8 +37,10 @@ def rss_kib(pid: int) -> int:
 
 
 def play_round(server: StdioServer, sessions: list[str], rng: random.Random) -> Counter:
-    prompts = {server.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}): sid
-               for sid in sessions}
+    prompts = {
+        server.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}): sid
+        for sid in sessions
+    }
     to_cancel = set(rng.sample(sessions, 6))
     outcomes: Counter = Counter()
     answered: Counter = Counter()
@@ -40,11 +49,17 @@ def play_round(server: StdioServer, sessions: list[str], rng: random.Random) -> 
         assert frame is not None, "the server closed its output"
         if frame.get("method") == "session/request_permission":
             option = rng.choice(["allow_once", "reject_once"])
-            server.send({"jsonrpc": "2.0", "id": frame["id"],
-                         "result": {"outcome": {"outcome": "selected", "optionId": option}}})
+            server.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": frame["id"],
+                    "result": {"outcome": {"outcome": "selected", "optionId": option}},
+                }
+            )
         elif frame.get("method") == "session/update" and frame["params"]["sessionId"] in to_cancel:
-            server.send({"jsonrpc": "2.0", "method": "session/cancel",
-                         "params": {"sessionId": frame["params"]["sessionId"]}})
+            server.send(
+                {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": frame["params"]["sessionId"]}}
+            )
             to_cancel.discard(frame["params"]["sessionId"])
         elif frame.get("id") in prompts and "method" not in frame:
             answered[frame["id"]] += 1
@@ -56,13 +71,23 @@ def play_round(server: StdioServer, sessions: list[str], rng: random.Random) -> 
 def test_thirty_two_sessions_stream_with_cancels_and_permissions_and_nothing_wedges(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
-    server = StdioServer("--agent", "scripted", "--script", str(script), "--db", str(tmp_path / "j.db"),
-                         "--max-workers", "8", cwd=str(tmp_path))
+    server = StdioServer(
+        "--agent",
+        "scripted",
+        "--script",
+        str(script),
+        "--db",
+        str(tmp_path / "j.db"),
+        "--max-workers",
+        "8",
+        cwd=str(tmp_path),
+    )
     rng = random.Random(7)
     try:
         server.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        sessions = [server.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
-                    for _ in range(SESSIONS)]
+        sessions = [
+            server.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"] for _ in range(SESSIONS)
+        ]
         memory = []
         for _ in range(ROUNDS):
             outcomes = play_round(server, sessions, rng)

@@ -83,8 +83,9 @@ async def test_a_command_that_overruns_its_timeout_is_killed(tmp_path):
 
 
 async def test_only_the_tail_of_a_long_output_is_kept(tmp_path):
-    result = await run_local(f"head -c {OUTPUT_LIMIT + 10} /dev/zero | tr '\\0' a; printf END",
-                             cwd=str(tmp_path), timeout=None)
+    result = await run_local(
+        f"head -c {OUTPUT_LIMIT + 10} /dev/zero | tr '\\0' a; printf END", cwd=str(tmp_path), timeout=None
+    )
     assert result.truncated and result.exit_code == 0
     assert len(result.output) == OUTPUT_LIMIT and result.output.endswith("aaEND")
 
@@ -94,8 +95,18 @@ def test_a_local_command_dies_when_the_server_is_killed(tmp_path):
     fifo = tmp_path / "started"
     os.mkfifo(fifo)
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"scenarios": [{"match": "", "steps": [
-        {"tool": "Wait", "kind": "execute", "run": "echo $$ > started; exec sleep 300"}]}]}))
+    script.write_text(
+        json.dumps(
+            {
+                "scenarios": [
+                    {
+                        "match": "",
+                        "steps": [{"tool": "Wait", "kind": "execute", "run": "echo $$ > started; exec sleep 300"}],
+                    }
+                ]
+            }
+        )
+    )
     server = StdioServer("--agent", "scripted", "--script", str(script), cwd=str(tmp_path))
     try:
         sid = server.start_session(str(tmp_path))
@@ -127,8 +138,12 @@ def test_each_launcher_ties_the_command_to_its_parent(tmp_path, name):
     fifo = tmp_path / "started"
     os.mkfifo(fifo)
     launcher = json.dumps(LAUNCHERS[name]())
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, launcher, "echo $$ > started; exec sleep 300"],
-                              cwd=tmp_path, stdin=subprocess.PIPE, env={**os.environ, "PYTHONPATH": REPO})
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, launcher, "echo $$ > started; exec sleep 300"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": REPO},
+    )
     try:
         with watched(pid_from_fifo(str(fifo))) as pidfd:
             parent.kill()
@@ -142,8 +157,10 @@ def test_each_launcher_ties_the_command_to_its_parent(tmp_path, name):
 @linux_only
 def test_a_launcher_refuses_to_start_a_command_whose_parent_is_gone(tmp_path):
     # As if the server died between fork and the launcher arming the signal.
-    for launcher in (lifeline.python_launcher(sys.executable),
-                     *([lifeline.setpriv_launcher(p)] if (p := shutil.which("setpriv")) else [])):
+    for launcher in (
+        lifeline.python_launcher(sys.executable),
+        *([lifeline.setpriv_launcher(p)] if (p := shutil.which("setpriv")) else []),
+    ):
         argv = lifeline.wrap(launcher, "touch ran", parent=os.getpid() + 1_000_000)
         assert subprocess.run(argv, cwd=tmp_path, check=False).returncode == 137
         assert not (tmp_path / "ran").exists()

@@ -26,8 +26,9 @@ def constants() -> dict[str, str]:
 
 @pytest.mark.parametrize(("name", "value"), sorted(constants().items()))
 def test_every_method_constant_is_a_method_of_the_schema_on_the_side_the_table_gives_it(name, value):
-    sides = [side for side, table in (("agent", methods.AGENT_METHODS), ("client", methods.CLIENT_METHODS))
-             if value in table]
+    sides = [
+        side for side, table in (("agent", methods.AGENT_METHODS), ("client", methods.CLIENT_METHODS)) if value in table
+    ]
     assert len(sides) == 1, f"{name} must be in exactly one of AGENT_METHODS and CLIENT_METHODS"
     schema_side = SCHEMA_AGENT_METHODS if sides[0] == "agent" else SCHEMA_CLIENT_METHODS
     assert value in schema_side, f"{name} = {value!r} is not an {sides[0]} method of schema/meta.json"

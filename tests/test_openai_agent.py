@@ -84,13 +84,20 @@ async def test_text_streams_to_the_editor_from_a_streamed_chat_completion_reques
     assert str(tmp_path) in chat.body["messages"][0]["content"]
     assert chat.body["messages"][1] == {"role": "user", "content": "say hello"}
     assert {t["function"]["name"] for t in chat.body["tools"]} == {
-        "read_file", "list_directory", "search_text", "write_file", "edit_file", "run_command"}
+        "read_file",
+        "list_directory",
+        "search_text",
+        "write_file",
+        "edit_file",
+        "run_command",
+    }
     assert "reasoning_effort" not in chat.body
 
 
 async def test_reasoning_deltas_become_thought_chunks_whichever_field_carries_them(fake, agent, tmp_path):
-    fake.script(reply("answer", reasoning="thinking hard"), reply("again", reasoning="ollama way",
-                                                                  reasoning_key="reasoning"))
+    fake.script(
+        reply("answer", reasoning="thinking hard"), reply("again", reasoning="ollama way", reasoning_key="reasoning")
+    )
     async with running(agent(fake)) as editor:
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
@@ -108,14 +115,18 @@ async def test_the_next_prompt_carries_the_earlier_exchange_as_history(fake, age
         await editor.prompt(sid, "one")
         await editor.prompt(sid, "two")
     assert fake.chats[1]["messages"][1:] == [
-        {"role": "user", "content": "one"}, {"role": "assistant", "content": "first answer"},
-        {"role": "user", "content": "two"}]
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "two"},
+    ]
 
 
 async def test_usage_reaches_the_editor_with_a_cost_only_when_the_provider_reports_one(fake, agent, tmp_path):
-    fake.script(reply("a", usage={"prompt_tokens": 100, "completion_tokens": 20}),
-                reply("b", usage={"prompt_tokens": 150, "completion_tokens": 30, "cost": 0.25}),
-                reply("c", usage={"prompt_tokens": 200, "completion_tokens": 10, "cost": 0.5}))
+    fake.script(
+        reply("a", usage={"prompt_tokens": 100, "completion_tokens": 20}),
+        reply("b", usage={"prompt_tokens": 150, "completion_tokens": 30, "cost": 0.25}),
+        reply("c", usage={"prompt_tokens": 200, "completion_tokens": 10, "cost": 0.5}),
+    )
     async with running(agent(fake)) as editor:
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
@@ -154,9 +165,15 @@ async def test_a_refusal_or_a_content_filter_ends_the_turn_with_refusal(fake, ag
 async def test_a_tool_loop_goes_on_after_a_rejected_permission_and_the_model_hears_why(fake, agent, tmp_path):
     (tmp_path / "notes.txt").write_text("line one\nline two\nline three\n")
     fake.script(
-        reply("Let me look.", tools=[("read_file", {"path": "notes.txt", "start_line": 2, "end_line": 3}),
-                                     ("run_command", {"command": "touch made"})]),
-        reply("I was not allowed to run it."))
+        reply(
+            "Let me look.",
+            tools=[
+                ("read_file", {"path": "notes.txt", "start_line": 2, "end_line": 3}),
+                ("run_command", {"command": "touch made"}),
+            ],
+        ),
+        reply("I was not allowed to run it."),
+    )
     async with running(agent(fake)) as editor:
         editor.handlers["session/request_permission"] = reject
         await editor.initialize()
@@ -164,7 +181,9 @@ async def test_a_tool_loop_goes_on_after_a_rejected_permission_and_the_model_hea
         assert await editor.prompt(sid, "look and run") == {"stopReason": "end_turn"}
         started = [u for u in tool_updates(editor, sid) if u["sessionUpdate"] == "tool_call"]
         assert [(u["kind"], u["title"]) for u in started] == [
-            ("read", "Read notes.txt (lines 2-3)"), ("execute", "`touch made`")]
+            ("read", "Read notes.txt (lines 2-3)"),
+            ("execute", "`touch made`"),
+        ]
         assert [final_status(editor, sid, u["toolCallId"]) for u in started] == ["completed", "failed"]
         asked = [r for r in editor.server_requests if r["method"] == "session/request_permission"]
         assert [r["params"]["toolCall"]["toolCallId"] for r in asked] == [started[1]["toolCallId"]]
@@ -172,7 +191,9 @@ async def test_a_tool_loop_goes_on_after_a_rejected_permission_and_the_model_hea
     assert not (tmp_path / "made").exists()
     second = fake.chats[1]
     assert second["messages"][-3]["tool_calls"][1]["function"] == {
-        "name": "run_command", "arguments": json.dumps({"command": "touch made"})}
+        "name": "run_command",
+        "arguments": json.dumps({"command": "touch made"}),
+    }
     results = tool_results(second)
     assert results["call_0_read_file"] == "line two\nline three\n"
     assert results["call_1_run_command"].startswith("Error: the user did not allow this call")
@@ -181,8 +202,10 @@ async def test_a_tool_loop_goes_on_after_a_rejected_permission_and_the_model_hea
 async def test_an_edit_shows_its_diff_before_asking_permission_and_then_changes_the_file(fake, agent, tmp_path):
     target = tmp_path / "app.py"
     target.write_text("x = 1\ny = 2\n")
-    fake.script(reply(tools=[("edit_file", {"path": "app.py", "old_string": "y = 2", "new_string": "y = 3"})]),
-                reply("Changed y."))
+    fake.script(
+        reply(tools=[("edit_file", {"path": "app.py", "old_string": "y = 2", "new_string": "y = 3"})]),
+        reply("Changed y."),
+    )
     async with running(agent(fake)) as editor:
         seen_before_asking: list[list[dict[str, Any]]] = []
 
@@ -206,8 +229,9 @@ async def test_an_edit_shows_its_diff_before_asking_permission_and_then_changes_
 
 async def test_an_edit_whose_text_is_not_unique_fails_without_asking_and_the_model_is_told(fake, agent, tmp_path):
     (tmp_path / "dup.txt").write_text("same\nsame\n")
-    fake.script(reply(tools=[("edit_file", {"path": "dup.txt", "old_string": "same", "new_string": "new"})]),
-                reply("ok"))
+    fake.script(
+        reply(tools=[("edit_file", {"path": "dup.txt", "old_string": "same", "new_string": "new"})]), reply("ok")
+    )
     async with running(agent(fake)) as editor:
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
@@ -226,8 +250,12 @@ async def test_a_new_file_is_written_through_the_editor_when_it_offers_fs(fake, 
         assert await editor.prompt(sid, "write") == {"stopReason": "end_turn"}
         assert editor.files_written == [(str(tmp_path / "sub" / "new.md"), "# Title\n")]
         diffs = [c for u in tool_updates(editor, sid) for c in u.get("content") or [] if c["type"] == "diff"]
-        assert diffs[0] == {"type": "diff", "path": str(tmp_path / "sub" / "new.md"), "oldText": None,
-                            "newText": "# Title\n"}
+        assert diffs[0] == {
+            "type": "diff",
+            "path": str(tmp_path / "sub" / "new.md"),
+            "oldText": None,
+            "newText": "# Title\n",
+        }
 
 
 async def test_a_command_runs_in_the_client_terminal_when_the_editor_offers_one(fake, agent, tmp_path):
@@ -246,8 +274,9 @@ async def test_a_command_runs_in_the_client_terminal_when_the_editor_offers_one(
 
 
 async def test_a_command_runs_locally_in_the_session_directory_without_a_client_terminal(fake, agent, tmp_path):
-    fake.script(reply(tools=[("run_command", {"command": "echo local > out.txt; cat out.txt; exit 3"})]),
-                reply("It failed."))
+    fake.script(
+        reply(tools=[("run_command", {"command": "echo local > out.txt; cat out.txt; exit 3"})]), reply("It failed.")
+    )
     async with running(agent(fake)) as editor:
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
@@ -265,8 +294,12 @@ async def test_search_respects_gitignore_and_listing_refuses_paths_outside_the_w
     (tmp_path / "debug.log").write_text("needle in a log\n")
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "main.py").write_text("import os\nneedle = 2\n")
-    fake.script(reply(tools=[("search_text", {"pattern": "needle"}), ("list_directory", {"path": ".."}),
-                             ("list_directory", {})]), reply("Found it."))
+    fake.script(
+        reply(
+            tools=[("search_text", {"pattern": "needle"}), ("list_directory", {"path": ".."}), ("list_directory", {})]
+        ),
+        reply("Found it."),
+    )
     async with running(agent(fake)) as editor:
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
@@ -280,8 +313,21 @@ async def test_search_respects_gitignore_and_listing_refuses_paths_outside_the_w
 
 async def test_unknown_tools_and_malformed_arguments_are_tool_errors_and_the_turn_goes_on(fake, agent, tmp_path):
     broken = reply(tools=[("delete_everything", {})])
-    broken.chunks.insert(-1, chunk({"tool_calls": [{"index": 1, "id": "call_bad", "type": "function",
-                                                    "function": {"name": "read_file", "arguments": "{oops"}}]}))
+    broken.chunks.insert(
+        -1,
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 1,
+                        "id": "call_bad",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": "{oops"},
+                    }
+                ]
+            }
+        ),
+    )
     fake.script(broken, reply("Sorry."))
     async with running(agent(fake)) as editor:
         await editor.initialize()
@@ -309,8 +355,9 @@ async def test_the_tool_loop_stops_at_max_turn_requests_from_the_config_file(fak
 
 
 async def test_a_429_is_retried_honouring_retry_after_and_then_succeeds(fake, agent, tmp_path):
-    fake.script(Failure(429, "slow down", {"Retry-After": "0"}), Failure(503, "busy", {"Retry-After": "0"}),
-                reply("finally"))
+    fake.script(
+        Failure(429, "slow down", {"Retry-After": "0"}), Failure(503, "busy", {"Retry-After": "0"}), reply("finally")
+    )
     async with running(agent(fake)) as editor:
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
@@ -341,7 +388,8 @@ async def test_a_rejected_api_key_tells_the_user_to_set_openai_api_key(fake, age
     assert caught.value.code == INTERNAL_ERROR
     assert caught.value.message == (
         f"The model endpoint {fake.base_url} refused the API key (HTTP 401: Incorrect API key provided). "
-        "Set OPENAI_API_KEY or api_key in " + str(tmp_path / "config" / "acp-server" / "config.toml") + ".")
+        "Set OPENAI_API_KEY or api_key in " + str(tmp_path / "config" / "acp-server" / "config.toml") + "."
+    )
     assert len(fake.chats) == 1
 
 
@@ -359,7 +407,8 @@ async def test_an_unreachable_endpoint_reaches_the_editor_as_a_clear_message(tmp
     assert caught.value.code == INTERNAL_ERROR
     assert caught.value.message == (
         f"Cannot reach the model endpoint {base} (connection refused). "
-        f"Set OPENAI_BASE_URL or base_url in {tmp_path / 'acp-server' / 'config.toml'}.")
+        f"Set OPENAI_BASE_URL or base_url in {tmp_path / 'acp-server' / 'config.toml'}."
+    )
 
 
 async def test_a_cancel_mid_stream_aborts_the_http_stream_at_once(fake, agent, tmp_path):

@@ -73,8 +73,9 @@ class Sink:
     def write_text_file(self, path: str, content: str) -> str | None:
         raise AssertionError("not used")
 
-    def run_command(self, command: str, *, tool_call_id: str | None = None,
-                    timeout: float | None = None) -> CommandResult:
+    def run_command(
+        self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
+    ) -> CommandResult:
         raise AssertionError("not used")
 
 
@@ -86,16 +87,29 @@ def turn(tmp_path, text: str = "hi", **config: str) -> TurnInput:
 
 
 def test_flags_win_over_the_environment_which_wins_over_the_file_and_each_source_is_shown(tmp_path):
-    path = write_config(tmp_path, '[openai]\nbase_url = "http://file:1/v1"\nmodel = "file-model"\n'
-                                  'api_key = "sk-file-key-00000000"\ntemperature = 0.2\n')
+    path = write_config(
+        tmp_path,
+        '[openai]\nbase_url = "http://file:1/v1"\nmodel = "file-model"\n'
+        'api_key = "sk-file-key-00000000"\ntemperature = 0.2\n',
+    )
     env = {"XDG_CONFIG_HOME": str(tmp_path), "OPENAI_BASE_URL": "http://env:2/v1", "ACP_SERVER_MODEL": "env-model"}
     adapter = OpenAIAdapter(model="flag-model", env=env)
     s = adapter.settings
     assert (s.model, s.base_url, s.api_key, s.temperature, s.max_turn_requests) == (
-        "flag-model", "http://env:2/v1", "sk-file-key-00000000", 0.2, 25)
+        "flag-model",
+        "http://env:2/v1",
+        "sk-file-key-00000000",
+        0.2,
+        25,
+    )
     assert dict(s.sources) == {
-        "model": "flag", "base_url": "env OPENAI_BASE_URL", "api_key": f"file {path}",
-        "temperature": f"file {path}", "max_turn_requests": "default", "context_window": "default"}
+        "model": "flag",
+        "base_url": "env OPENAI_BASE_URL",
+        "api_key": f"file {path}",
+        "temperature": f"file {path}",
+        "max_turn_requests": "default",
+        "context_window": "default",
+    }
     assert s.display()["api_key"] == ("set (sk-…0000)", f"file {path}")
 
 
@@ -120,8 +134,10 @@ def test_the_key_is_never_shown_whole():
 
 def test_openai_without_a_key_says_what_to_set_without_touching_the_network(tmp_path):
     adapter = OpenAIAdapter(model="gpt-4o", env={"XDG_CONFIG_HOME": str(tmp_path)})
-    expected = (f"No API key for https://api.openai.com/v1. Set OPENAI_API_KEY or api_key in "
-                f"[openai] of {tmp_path / 'acp-server' / 'config.toml'}.")
+    expected = (
+        f"No API key for https://api.openai.com/v1. Set OPENAI_API_KEY or api_key in "
+        f"[openai] of {tmp_path / 'acp-server' / 'config.toml'}."
+    )
     assert adapter.health().detail == expected
     assert adapter.capabilities().context_window == 128_000
     with pytest.raises(AgentError) as caught:
@@ -225,7 +241,7 @@ def test_a_cancelled_backoff_ends_the_turn_without_another_request(fake, tmp_pat
 
 
 def test_server_sent_events_join_data_lines_and_skip_comments_and_other_fields():
-    lines = [": comment", "event: message", "data: {\"a\":", "data: 1}", "", "id: 3", "data:[DONE]", ""]
+    lines = [": comment", "event: message", 'data: {"a":', "data: 1}", "", "id: 3", "data:[DONE]", ""]
     assert list(sse_data(lines)) == ['{"a":\n1}', "[DONE]"]
 
 
@@ -255,6 +271,7 @@ def test_retry_after_is_honoured_in_seconds_milliseconds_or_as_a_date_and_capped
 
 def test_the_gitignore_fallback_understands_globs_anchors_directories_and_negation():
     rules = _GlobRules(["# c", "*.log", "!keep.log", "build/", "/top.txt", "docs/*.tmp"])
-    assert [rules.match(p) for p in ["a/x.log", "keep.log", "build/", "a/build/", "build", "top.txt",
-                                     "docs/a.tmp", "src/main.py"]] == [
-        True, False, True, True, False, True, True, False]
+    assert [
+        rules.match(p)
+        for p in ["a/x.log", "keep.log", "build/", "a/build/", "build", "top.txt", "docs/a.tmp", "src/main.py"]
+    ] == [True, False, True, True, False, True, True, False]

@@ -42,8 +42,12 @@ class TestOpenAIAdapterContract(AdapterContract):
             yield
 
     def make_adapter(self) -> OpenAIAdapter:
-        return OpenAIAdapter(model="gpt-4o", base_url=self.fake.base_url, api_key="sk-test-0000000000",
-                             env={"XDG_CONFIG_HOME": str(self.tmp_path / "config")})
+        return OpenAIAdapter(
+            model="gpt-4o",
+            base_url=self.fake.base_url,
+            api_key="sk-test-0000000000",
+            env={"XDG_CONFIG_HOME": str(self.tmp_path / "config")},
+        )
 
     def turn_fields(self) -> dict[str, Any]:
         return {"cwd": str(self.tmp_path)}

@@ -75,8 +75,15 @@ def script(tmp_path) -> str:
 
 
 def make_agent(fake: FakeOpenAI, tmp_path, journal: Journal | None = None) -> AcpAgent:
-    return AcpAgent(OpenAIAdapter(model="gpt-4o", base_url=fake.base_url, api_key="sk-test-0000000000",
-                                  env={"XDG_CONFIG_HOME": str(tmp_path / "config")}), journal=journal)
+    return AcpAgent(
+        OpenAIAdapter(
+            model="gpt-4o",
+            base_url=fake.base_url,
+            api_key="sk-test-0000000000",
+            env={"XDG_CONFIG_HOME": str(tmp_path / "config")},
+        ),
+        journal=journal,
+    )
 
 
 async def announced_port(process: Process) -> int:
@@ -97,15 +104,18 @@ async def new_session(editor, tmp_path, servers: list[dict[str, Any]]) -> str:
 
 
 async def test_a_stdio_mcp_servers_tools_are_offered_asked_for_and_called(fake, script, tmp_path):
-    fake.script(reply(tools=[("mcp__notes__add", {"a": 2, "b": 3}), ("mcp__notes__explode", {})]),
-                reply("2 + 3 = 5"))
+    fake.script(reply(tools=[("mcp__notes__add", {"a": 2, "b": 3}), ("mcp__notes__explode", {})]), reply("2 + 3 = 5"))
     async with running(make_agent(fake, tmp_path)) as editor:
         await editor.initialize()
-        sid = await new_session(editor, tmp_path, [
-            {"name": "notes", "command": sys.executable, "args": [script], "env": []}])
+        sid = await new_session(
+            editor, tmp_path, [{"name": "notes", "command": sys.executable, "args": [script], "env": []}]
+        )
         assert await editor.prompt(sid, "add 2 and 3") == {"stopReason": "end_turn"}
-        asked = [r["params"]["toolCall"]["title"] for r in editor.server_requests
-                 if r["method"] == "session/request_permission"]
+        asked = [
+            r["params"]["toolCall"]["title"]
+            for r in editor.server_requests
+            if r["method"] == "session/request_permission"
+        ]
         assert asked == ["notes: add", "notes: explode"]
         statuses = [u.get("status") for u in editor.updates[sid] if u["sessionUpdate"] == "tool_call_update"]
         assert statuses[-1] == "failed" and "completed" in statuses
@@ -121,8 +131,9 @@ async def test_an_mcp_server_that_cannot_start_is_shown_failed_and_the_turn_goes
     fake.script(reply("no tools, still fine"))
     async with running(make_agent(fake, tmp_path)) as editor:
         await editor.initialize()
-        sid = await new_session(editor, tmp_path, [
-            {"name": "ghost", "command": str(tmp_path / "no-such-server"), "args": [], "env": []}])
+        sid = await new_session(
+            editor, tmp_path, [{"name": "ghost", "command": str(tmp_path / "no-such-server"), "args": [], "env": []}]
+        )
         assert await editor.prompt(sid, "hi") == {"stopReason": "end_turn"}
         (started,) = [u for u in editor.updates[sid] if u["sessionUpdate"] == "tool_call"]
         assert started["title"] == "Connect to MCP server ghost"
@@ -133,16 +144,20 @@ async def test_an_mcp_server_that_cannot_start_is_shown_failed_and_the_turn_goes
 
 
 async def test_an_http_mcp_server_is_connected_when_the_agent_advertises_http(fake, script, tmp_path):
-    process = await anyio.open_process([sys.executable, script, "http"],
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    process = await anyio.open_process(
+        [sys.executable, script, "http"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     try:
         port = await announced_port(process)
         fake.script(reply(tools=[("mcp__web__add", {"a": 40, "b": 2})]), reply("42"))
         async with running(make_agent(fake, tmp_path)) as editor:
             init = await editor.initialize()
             assert init["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": False}
-            sid = await new_session(editor, tmp_path, [
-                {"type": "http", "name": "web", "url": f"http://127.0.0.1:{port}/mcp", "headers": []}])
+            sid = await new_session(
+                editor,
+                tmp_path,
+                [{"type": "http", "name": "web", "url": f"http://127.0.0.1:{port}/mcp", "headers": []}],
+            )
             assert await editor.prompt(sid, "add") == {"stopReason": "end_turn"}
         assert tool_results(fake.chats[1]) == {"call_0_mcp__web__add": "42"}
     finally:
@@ -177,14 +192,22 @@ async def wait_exited(pid: int) -> None:
 
 
 def logged_server(script: str, log) -> dict[str, Any]:
-    return {"name": "notes", "command": sys.executable, "args": [script],
-            "env": [{"name": "NOTES_LOG", "value": str(log)}]}
+    return {
+        "name": "notes",
+        "command": sys.executable,
+        "args": [script],
+        "env": [{"name": "NOTES_LOG", "value": str(log)}],
+    }
 
 
 async def test_a_sessions_mcp_server_is_connected_once_and_disconnected_by_session_close(fake, script, tmp_path):
     log = tmp_path / "starts.log"
-    fake.script(reply(tools=[("mcp__notes__add", {"a": 1, "b": 2})]), reply("3"),
-                reply(tools=[("mcp__notes__add", {"a": 3, "b": 4})]), reply("7"))
+    fake.script(
+        reply(tools=[("mcp__notes__add", {"a": 1, "b": 2})]),
+        reply("3"),
+        reply(tools=[("mcp__notes__add", {"a": 3, "b": 4})]),
+        reply("7"),
+    )
     journal = await Journal.open(tmp_path / "journal.db")  # session/close needs durable sessions
     try:
         async with running(make_agent(fake, tmp_path, journal)) as editor:

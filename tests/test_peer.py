@@ -30,13 +30,24 @@ async def tapped(frames: AsyncIterator[Frame], after: Callable[[bytes], None]) -
             after(frame)
 
 
-def start_pair(tg: Any, server: Peer, server_handlers: dict[str, Handler], client: Peer,
-               client_handlers: dict[str, Handler], *, client_after: Callable[[bytes], None] = lambda f: None) -> None:
+def start_pair(
+    tg: Any,
+    server: Peer,
+    server_handlers: dict[str, Handler],
+    client: Peer,
+    client_handlers: dict[str, Handler],
+    *,
+    client_after: Callable[[bytes], None] = lambda f: None,
+) -> None:
     to_client, client_input = streams()
     to_server, server_input = streams()
     tg.start_soon(server.run, limited(server_input, LIMIT), LineWriter(to_client), Dispatcher(server_handlers))
-    tg.start_soon(client.run, tapped(limited(client_input, LIMIT), client_after), LineWriter(to_server),
-                  Dispatcher(client_handlers))
+    tg.start_soon(
+        client.run,
+        tapped(limited(client_input, LIMIT), client_after),
+        LineWriter(to_server),
+        Dispatcher(client_handlers),
+    )
 
 
 async def test_a_notification_sent_before_a_response_is_handled_before_the_request_returns():

@@ -10,10 +10,10 @@ from adapters.events import ToolCallStarted
 
 KINDS = ["read", "search", "think", "edit", "move", "delete", "execute", "fetch", "switch_mode", "other"]
 EXPECTED = {
-    "ask":          ["allow", "allow", "allow", "ask",   "ask",   "ask",  "ask",   "ask",   "ask",   "ask"],
-    "accept-edits": ["allow", "allow", "allow", "allow", "allow", "ask",  "ask",   "ask",   "ask",   "ask"],
-    "read-only":    ["allow", "allow", "allow", "deny",  "deny",  "deny", "deny",  "ask",   "ask",   "ask"],
-    "yolo":         ["allow"] * 10,
+    "ask": ["allow", "allow", "allow", "ask", "ask", "ask", "ask", "ask", "ask", "ask"],
+    "accept-edits": ["allow", "allow", "allow", "allow", "allow", "ask", "ask", "ask", "ask", "ask"],
+    "read-only": ["allow", "allow", "allow", "deny", "deny", "deny", "deny", "ask", "ask", "ask"],
+    "yolo": ["allow"] * 10,
 }
 
 
@@ -42,11 +42,20 @@ def test_always_answers_for_commands_are_scoped_to_the_program():
     assert decide("ask", rm, remembered) == "ask"
 
 
-@pytest.mark.parametrize(("name", "declared", "kind"), [
-    ("read_file", None, "read"), ("grep_search", "other", "search"), ("run_terminal_cmd", None, "execute"),
-    ("apply_patch", None, "edit"), ("delete_file", None, "delete"), ("web-fetch", None, "fetch"),
-    ("mystery", None, "other"), ("anything", "edit", "edit"), (None, "bogus", "other"),
-])
+@pytest.mark.parametrize(
+    ("name", "declared", "kind"),
+    [
+        ("read_file", None, "read"),
+        ("grep_search", "other", "search"),
+        ("run_terminal_cmd", None, "execute"),
+        ("apply_patch", None, "edit"),
+        ("delete_file", None, "delete"),
+        ("web-fetch", None, "fetch"),
+        ("mystery", None, "other"),
+        ("anything", "edit", "edit"),
+        (None, "bogus", "other"),
+    ],
+)
 def test_tools_are_classified_from_their_declared_kind_or_their_name(name, declared, kind):
     assert classify(name, declared) == kind
 

@@ -34,20 +34,26 @@ def scenario(tmp_path: Path, *steps: dict[str, Any]) -> Path:
 
 def prompt(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     # No stdin and a session of its own: no terminal to ask on, unless a test provides one.
-    return subprocess.run([*PROMPT, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT,
-                          stdin=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.run(
+        [*PROMPT, *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
-def scripted(tmp_path: Path, *steps: dict[str, Any],
-             flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def scripted(tmp_path: Path, *steps: dict[str, Any], flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     return prompt(tmp_path, "--agent", "scripted", "--script", str(scenario(tmp_path, *steps)), *flags, "go")
 
 
-def start_scripted(tmp_path: Path, *steps: dict[str, Any],
-                   stdin: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+def start_scripted(tmp_path: Path, *steps: dict[str, Any], stdin: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
     argv = [*PROMPT, "--agent", "scripted", "--script", str(scenario(tmp_path, *steps)), "go"]
-    return subprocess.Popen(argv, cwd=tmp_path, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    return subprocess.Popen(
+        argv, cwd=tmp_path, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
 
 
 def read_until(stream: Any, marker: bytes, timeout: float = 30) -> bytes:
@@ -65,8 +71,7 @@ def read_until(stream: Any, marker: bytes, timeout: float = 30) -> bytes:
     return data
 
 
-EDIT_A = {"tool": "Edit a.txt", "kind": "edit", "ask": True,
-          "write_file": {"path": "a.txt", "content": "new\n"}}
+EDIT_A = {"tool": "Edit a.txt", "kind": "edit", "ask": True, "write_file": {"path": "a.txt", "content": "new\n"}}
 
 
 # --- turns that end normally -------------------------------------------------------------
@@ -83,10 +88,13 @@ def test_thoughts_text_and_a_file_read_through_the_client_are_shown_in_order(tmp
     # (the server's own fallback is confined to the workspace).
     (tmp_path / "outside.txt").write_text("first line\nsecond line\n", encoding="utf-8")
     (tmp_path / "work").mkdir()
-    steps = [{"think": "pondering"}, {"say": "Here goes"},
-             {"tool": "Read notes", "kind": "read", "read_file": "../outside.txt"}, {"say": "done"}]
-    result = prompt(tmp_path, "--agent", "scripted", "--script", str(scenario(tmp_path, *steps)),
-                    "--cwd", "work", "go")
+    steps = [
+        {"think": "pondering"},
+        {"say": "Here goes"},
+        {"tool": "Read notes", "kind": "read", "read_file": "../outside.txt"},
+        {"say": "done"},
+    ]
+    result = prompt(tmp_path, "--agent", "scripted", "--script", str(scenario(tmp_path, *steps)), "--cwd", "work", "go")
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
@@ -104,8 +112,13 @@ def test_thoughts_text_and_a_file_read_through_the_client_are_shown_in_order(tmp
 def test_a_plan_usage_and_title_are_shown_one_line_each(tmp_path: Path) -> None:
     result = scripted(
         tmp_path,
-        {"plan": [{"content": "look", "status": "completed"}, {"content": "fix", "status": "in_progress"},
-                  {"content": "test"}]},
+        {
+            "plan": [
+                {"content": "look", "status": "completed"},
+                {"content": "fix", "status": "in_progress"},
+                {"content": "test"},
+            ]
+        },
         {"usage": {"inputTokens": 1500, "outputTokens": 500, "costUsd": 0.25}},
         {"title": "Fixing things"},
     )
@@ -128,8 +141,7 @@ def test_long_tool_output_is_cut_after_twenty_lines(tmp_path: Path) -> None:
 
 
 def test_json_mode_prints_every_update_as_one_json_object_per_line(tmp_path: Path) -> None:
-    result = scripted(tmp_path, {"think": "hmm"}, {"say": "hi"}, {"tool": "Look", "kind": "read"},
-                      flags=("--json",))
+    result = scripted(tmp_path, {"think": "hmm"}, {"say": "hi"}, {"tool": "Look", "kind": "read"}, flags=("--json",))
 
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
@@ -224,9 +236,15 @@ def test_ctrl_c_while_the_question_is_open_answers_it_cancelled_and_exits_130(tm
 # --- how the turn ends ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("reason", "status"), [
-    ("end_turn", 0), ("refusal", 3), ("max_tokens", 4), ("max_turn_requests", 4),
-])
+@pytest.mark.parametrize(
+    ("reason", "status"),
+    [
+        ("end_turn", 0),
+        ("refusal", 3),
+        ("max_tokens", 4),
+        ("max_turn_requests", 4),
+    ],
+)
 def test_the_stop_reason_becomes_the_exit_status(tmp_path: Path, reason: str, status: int) -> None:
     result = scripted(tmp_path, {"say": "partial"}, {"stop": reason})
 

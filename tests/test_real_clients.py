@@ -60,31 +60,57 @@ KNOWN_COMPLAINTS = [
     ("@agentclientprotocol/sdk", "normalized", "session/prompt response", "$.usage: dropped by the SDK schema"),
     # On session/cancel the server withdraws its open session/request_permission with `$/cancel_request`
     # (optional in ACP v1). agent-client-protocol 0.12.1 does not know it and logs an ERROR (harmless).
-    ("agent-client-protocol", "log.error", "",
-     "Unhandled error while handling notification method=$/cancel_request: RequestError: Method not found"),
+    (
+        "agent-client-protocol",
+        "log.error",
+        "",
+        "Unhandled error while handling notification method=$/cancel_request: RequestError: Method not found",
+    ),
 ]
 
 SCRIPT = {
     "contextWindow": 1000,
     "scenarios": [
-        {"match": "tour", "steps": [
-            {"think": "Planning the tour."},
-            {"plan": [{"content": "Read notes", "status": "in_progress", "priority": "high"},
-                      {"content": "Write out", "status": "pending"}]},
-            {"say": "Hello "}, {"say": "from the "}, {"say": "scripted agent.\n"},
-            {"tool": "Read notes.txt", "kind": "read", "input": {"path": "notes.txt"}, "read_file": "notes.txt"},
-            {"tool": "Write out.txt", "kind": "edit", "input": {"path": "out.txt"}, "ask": True,
-             "write_file": {"path": "out.txt", "content": "written by the agent\n"}},
-            {"tool": "Echo", "kind": "execute", "input": {"command": "echo ran-locally"}, "run": "echo ran-locally"},
-            {"usage": {"inputTokens": 10, "outputTokens": 5, "costUsd": 0.001}},
-            {"title": "Real client tour"},
-            {"say": "Done."},
-        ]},
-        {"match": "guarded", "steps": [
-            {"say": "Asking first. "},
-            {"tool": "Delete old.txt", "kind": "delete", "ask": True, "result": "deleted"},
-            {"say": "never sent either"},
-        ]},
+        {
+            "match": "tour",
+            "steps": [
+                {"think": "Planning the tour."},
+                {
+                    "plan": [
+                        {"content": "Read notes", "status": "in_progress", "priority": "high"},
+                        {"content": "Write out", "status": "pending"},
+                    ]
+                },
+                {"say": "Hello "},
+                {"say": "from the "},
+                {"say": "scripted agent.\n"},
+                {"tool": "Read notes.txt", "kind": "read", "input": {"path": "notes.txt"}, "read_file": "notes.txt"},
+                {
+                    "tool": "Write out.txt",
+                    "kind": "edit",
+                    "input": {"path": "out.txt"},
+                    "ask": True,
+                    "write_file": {"path": "out.txt", "content": "written by the agent\n"},
+                },
+                {
+                    "tool": "Echo",
+                    "kind": "execute",
+                    "input": {"command": "echo ran-locally"},
+                    "run": "echo ran-locally",
+                },
+                {"usage": {"inputTokens": 10, "outputTokens": 5, "costUsd": 0.001}},
+                {"title": "Real client tour"},
+                {"say": "Done."},
+            ],
+        },
+        {
+            "match": "guarded",
+            "steps": [
+                {"say": "Asking first. "},
+                {"tool": "Delete old.txt", "kind": "delete", "ask": True, "result": "deleted"},
+                {"say": "never sent either"},
+            ],
+        },
         {"match": "fail", "steps": [{"say": "About to fail. "}, {"error": "scripted failure for the test"}]},
         {"match": "refuse", "steps": [{"say": "No. "}, {"stop": "refusal"}]},
         {"match": "long", "steps": [{"say": "Starting a long job. "}, {"sleep": 30}, {"say": "never sent"}]},
@@ -102,8 +128,10 @@ AFTER_RESTART = [{"prompt": "again"}]
 CALLS_AFTER_RESTART = [
     {"method": "session/list", "params": {"cwd": "$CWD"}},
     {"method": "session/set_mode", "params": {"sessionId": "$SESSION", "modeId": "read-only"}},
-    {"method": "session/set_config_option", "params": {"sessionId": "$SESSION", "configId": "mode",
-                                                       "value": "accept-edits"}},
+    {
+        "method": "session/set_config_option",
+        "params": {"sessionId": "$SESSION", "configId": "mode", "value": "accept-edits"},
+    },
     {"method": "session/resume", "params": {"sessionId": "$SESSION", "cwd": "$CWD", "mcpServers": []}},
     {"method": "session/close", "params": {"sessionId": "$SESSION"}},
 ]
@@ -168,7 +196,11 @@ def ts_client() -> list[str]:
                 try:
                     done = subprocess.run(
                         [npm, "ci", "--prefix", str(CLIENTS), "--no-audit", "--no-fund"],
-                        capture_output=True, text=True, timeout=300, check=False)
+                        capture_output=True,
+                        text=True,
+                        timeout=300,
+                        check=False,
+                    )
                 except subprocess.TimeoutExpired:
                     unavailable("`npm ci --prefix tests/clients` took longer than 300 s (no registry?)")
                 if done.returncode != 0:
@@ -205,7 +237,11 @@ def py_sdk_client() -> list[str]:
             try:
                 done = subprocess.run(
                     [str(python), "-m", "pip", "install", "--quiet", f"{PY_SDK}=={PY_SDK_VERSION}"],
-                    capture_output=True, text=True, timeout=300, check=False)
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                    check=False,
+                )
             except subprocess.TimeoutExpired:
                 unavailable(f"pip install {PY_SDK}=={PY_SDK_VERSION} took longer than 300 s (no index?)")
             if done.returncode != 0:
@@ -221,8 +257,9 @@ def run_client(command: list[str], config: dict[str, Any]) -> dict[str, Any]:
     config_file = Path(config["cwd"]).parent / "client-config.json"
     config_file.write_text(json.dumps(config))
     try:
-        done = subprocess.run([*command, f"@{config_file}"], capture_output=True, text=True,
-                              timeout=CLIENT_TIMEOUT, check=False)
+        done = subprocess.run(
+            [*command, f"@{config_file}"], capture_output=True, text=True, timeout=CLIENT_TIMEOUT, check=False
+        )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"{command[-1]} did not finish in {CLIENT_TIMEOUT} s; stderr: {exc.stderr!r}")
     assert done.returncode == 0, f"client exited {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}"
@@ -240,9 +277,19 @@ def server_config(tmp_path: Path, script: dict[str, Any] | None = None) -> dict[
     script_file = tmp_path / "script.json"
     script_file.write_text(json.dumps(script or SCRIPT))
     return {
-        "server": {"command": sys.executable,
-                   "args": ["-m", "acp_server", "--agent", "scripted", "--script", str(script_file),
-                            "--db", str(tmp_path / "journal.db")]},
+        "server": {
+            "command": sys.executable,
+            "args": [
+                "-m",
+                "acp_server",
+                "--agent",
+                "scripted",
+                "--script",
+                str(script_file),
+                "--db",
+                str(tmp_path / "journal.db"),
+            ],
+        },
         "cwd": str(workspace),
         "permission": "allow_once",
         "timeoutMs": 15000,
@@ -255,8 +302,10 @@ def unexpected_problems(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The summary's problems less the KNOWN_COMPLAINTS of its client."""
 
     def known(kind: str, where: str, text: str) -> bool:
-        return any(client == summary["client"] and kind == known_kind and known_where in where and known_text in text
-                   for client, known_kind, known_where, known_text in KNOWN_COMPLAINTS)
+        return any(
+            client == summary["client"] and kind == known_kind and known_where in where and known_text in text
+            for client, known_kind, known_where, known_text in KNOWN_COMPLAINTS
+        )
 
     left = []
     for found in summary["problems"]:
@@ -272,8 +321,12 @@ def unexpected_problems(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 def check_summary(summary: dict[str, Any], tmp_path: Path, sdk_version: str) -> None:
     workspace = tmp_path / "workspace"
-    stderr = "\n".join([*(f"[{p['label']} server stderr]\n{p['stderr']}" for p in summary["processes"]),
-                        f"[client stderr]\n{summary['clientStderr']}"])
+    stderr = "\n".join(
+        [
+            *(f"[{p['label']} server stderr]\n{p['stderr']}" for p in summary["processes"]),
+            f"[client stderr]\n{summary['clientStderr']}",
+        ]
+    )
     complaints = json.dumps(summary["problems"], indent=1)
     assert unexpected_problems(summary) == [], f"the official client complained:\n{complaints}\n{stderr}"
     assert summary["sdkVersion"] == sdk_version
@@ -318,8 +371,9 @@ def check_summary(summary: dict[str, Any], tmp_path: Path, sdk_version: str) -> 
     assert delete["chosen"] is None  # answered `cancelled`: the user cancelled the turn instead
     read_paths = [read["path"] for read in summary["fsReads"]]
     assert str(workspace / "notes.txt") in read_paths
-    assert summary["fsWrites"] == [{"process": "first", "path": str(workspace / "out.txt"),
-                                    "content": "written by the agent\n"}]
+    assert summary["fsWrites"] == [
+        {"process": "first", "path": str(workspace / "out.txt"), "content": "written by the agent\n"}
+    ]
     assert (workspace / "out.txt").read_text() == "written by the agent\n"
     assert summary["unexpectedRequests"] == []
 
@@ -368,7 +422,10 @@ def check_summary(summary: dict[str, Any], tmp_path: Path, sdk_version: str) -> 
     assert "never sent" not in load["agentText"]
     assert load["thoughtText"] == "Planning the tour."
     assert [(c["title"], c["statuses"][-1]) for c in load["toolCalls"][:3]] == [
-        ("Read notes.txt", "completed"), ("Write out.txt", "completed"), ("Echo", "completed")]
+        ("Read notes.txt", "completed"),
+        ("Write out.txt", "completed"),
+        ("Echo", "completed"),
+    ]
     assert [c["title"] for c in load["toolCalls"]] == [*calls, "Delete old.txt"]
     # ACP: every replayed update comes before the session/load response; only the (live, not
     # replayed) commands list may follow it
@@ -376,8 +433,10 @@ def check_summary(summary: dict[str, Any], tmp_path: Path, sdk_version: str) -> 
     answered = order.index("response session/load")
     history = [kind for kind in load["kinds"] if kind != "available_commands_update"]
     assert [label for label in order[:answered] if label != "session/update available_commands_update"] == [
-        "response initialize", *(f"session/update {kind}" for kind in history)]
-    until_prompt = order[answered + 1:order.index("response session/prompt")]
+        "response initialize",
+        *(f"session/update {kind}" for kind in history),
+    ]
+    until_prompt = order[answered + 1 : order.index("response session/prompt")]
     assert set(until_prompt) <= {"session/update available_commands_update", "session/update agent_message_chunk"}
     [again] = summary["afterRestart"]
     assert (again["stopReason"], again["agentText"]) == ("end_turn", "short reply")
@@ -386,7 +445,8 @@ def check_summary(summary: dict[str, Any], tmp_path: Path, sdk_version: str) -> 
     results = {call["method"]: call.get("result", call.get("error")) for call in summary["calls"]}
     assert [call["method"] for call in summary["calls"]] == [call["method"] for call in CALLS_AFTER_RESTART]
     assert [(s["sessionId"], s["cwd"], s.get("title")) for s in results["session/list"]["sessions"]] == [
-        (sid, str(workspace), "Real client tour")]
+        (sid, str(workspace), "Real client tour")
+    ]
     assert results["session/set_mode"] == {}
     [mode] = [option for option in results["session/set_config_option"]["configOptions"] if option["id"] == "mode"]
     assert mode["currentValue"] == "accept-edits"
@@ -406,7 +466,7 @@ def test_official_python_sdk_client(py_sdk_client, tmp_path):
 
 # --- the harness is not blind -------------------------------------------------------------------
 
-BROKEN_AGENT = r'''
+BROKEN_AGENT = r"""
 import json, sys
 for line in sys.stdin:
     msg = json.loads(line)
@@ -426,7 +486,7 @@ for line in sys.stdin:
               "params": {"sessionId": "s1", "update": {"sessionUpdate": "agent_message_chunk",
                                                       "content": {"type": "text", "text": "ok"}}}})
         send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
-'''
+"""
 
 
 @pytest.mark.parametrize("client", ["ts_client", "py_sdk_client"])
@@ -437,8 +497,15 @@ def test_the_clients_report_an_invalid_update(client, request, tmp_path):
     agent.write_text(BROKEN_AGENT)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    summary = run_client(command, {"server": {"command": sys.executable, "args": [str(agent)]},
-                                   "cwd": str(workspace), "turns": [{"prompt": "hi"}], "timeoutMs": 10000})
+    summary = run_client(
+        command,
+        {
+            "server": {"command": sys.executable, "args": [str(agent)]},
+            "cwd": str(workspace),
+            "turns": [{"prompt": "hi"}],
+            "timeoutMs": 10000,
+        },
+    )
     kinds = {found["kind"] for found in summary["problems"]}
     assert "schema" in kinds, summary["problems"]
     assert kinds & {"console.error", "log.error"}, summary["problems"]  # the SDK's own report

@@ -29,8 +29,7 @@ GITHUB_TOKEN = "ghp_" + "x9Y8z7W6v5" * 4
         ("slack xoxb-123456789012-1234567890123-AbCdEf", "slack [REDACTED]"),
         ("xoxp-1234-5678-abcdef", REDACTED),
         (
-            "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0"
-            ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
             "jwt [REDACTED]",
         ),
         ("mysql --password=hunter2 -u root", "mysql --password=[REDACTED] -u root"),

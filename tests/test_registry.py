@@ -121,8 +121,10 @@ def test_a_setting_left_as_none_is_not_given():
 
 
 def test_the_openai_agent_is_imported_only_when_it_is_asked_for():
-    code = ("import sys; from adapters.registry import known_agents, create_adapter; known_agents(); "
-            "create_adapter('echo'); print('adapters.openai' in sys.modules)")
+    code = (
+        "import sys; from adapters.registry import known_agents, create_adapter; known_agents(); "
+        "create_adapter('echo'); print('adapters.openai' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -170,7 +172,8 @@ def test_a_class_is_called_with_only_the_settings_it_accepts(packages: Packages)
 
 
 def test_a_module_in_the_current_directory_loads_without_being_on_sys_path(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     here = tmp_path / "project"
     here.mkdir()
     module = f"cwdmod_{uuid.uuid4().hex[:8]}"
@@ -208,8 +211,11 @@ def test_the_python_agent_calls_the_function_its_script_names(packages: Packages
 
 def test_an_unknown_name_lists_every_known_agent_including_installed_ones(packages: Packages):
     packages.install("extra-acp", {"extra": f"{packages.module()}:make_agent"})
-    with pytest.raises(ValueError, match=r"^unknown agent 'claude'; known agents: echo, scripted, python, "
-                                         r"openai, .*extra.* \(or give module:factory\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^unknown agent 'claude'; known agents: echo, scripted, python, "
+        r"openai, .*extra.* \(or give module:factory\)$",
+    ):
         create_adapter("claude")
 
 
@@ -227,8 +233,11 @@ def test_a_missing_attribute_is_named(packages: Packages):
 def test_a_missing_optional_dependency_says_what_to_install(packages: Packages):
     module = packages.module("import httpx_but_not_installed_xyz\n\ndef make():\n    return None\n", "needy")
     packages.install("needy-acp", {"needy": f"{module}:make"})
-    with pytest.raises(ValueError, match=r"^agent 'needy' needs the Python package 'httpx_but_not_installed_xyz', "
-                                         r"which is not installed \(pip install httpx_but_not_installed_xyz\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^agent 'needy' needs the Python package 'httpx_but_not_installed_xyz', "
+        r"which is not installed \(pip install httpx_but_not_installed_xyz\)$",
+    ):
         create_adapter("needy")
 
 
@@ -236,8 +245,11 @@ def test_a_builtin_missing_a_dependency_names_its_extra(packages: Packages, monk
     module = packages.module("import httpx_but_not_installed_xyz\n", "builtin")
     monkeypatch.setattr(registry, "BUILTINS", {**registry.BUILTINS, "heavy": f"{module}:Agent"})
     monkeypatch.setattr(registry, "EXTRAS", {"heavy": "acp-server[heavy]"})
-    with pytest.raises(ValueError, match=r"^agent 'heavy' needs the Python package 'httpx_but_not_installed_xyz', "
-                                         r"which is not installed \(pip install 'acp-server\[heavy\]'\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^agent 'heavy' needs the Python package 'httpx_but_not_installed_xyz', "
+        r"which is not installed \(pip install 'acp-server\[heavy\]'\)$",
+    ):
         create_adapter("heavy")
 
 

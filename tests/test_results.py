@@ -16,14 +16,26 @@ from journal.store import Journal
 SCRIPT = {"scenarios": [{"match": "", "steps": [{"say": "ok"}]}]}
 
 MODE_CHOICES = [
-    {"value": "ask", "name": "Ask",
-     "description": "Ask before edits, deletions and commands; reads and searches go ahead."},
-    {"value": "accept-edits", "name": "Accept edits",
-     "description": "File edits go ahead; commands and deletions still ask."},
-    {"value": "read-only", "name": "Read only",
-     "description": "No edits and no commands at all; reads and searches go ahead."},
-    {"value": "yolo", "name": "Yolo",
-     "description": "Nothing asks: every tool runs (answers you gave with 'always reject' still hold)."},
+    {
+        "value": "ask",
+        "name": "Ask",
+        "description": "Ask before edits, deletions and commands; reads and searches go ahead.",
+    },
+    {
+        "value": "accept-edits",
+        "name": "Accept edits",
+        "description": "File edits go ahead; commands and deletions still ask.",
+    },
+    {
+        "value": "read-only",
+        "name": "Read only",
+        "description": "No edits and no commands at all; reads and searches go ahead.",
+    },
+    {
+        "value": "yolo",
+        "name": "Yolo",
+        "description": "Nothing asks: every tool runs (answers you gave with 'always reject' still hold).",
+    },
 ]
 
 
@@ -33,9 +45,16 @@ class BareOptionsAdapter(ScriptedAdapter):
     def capabilities(self) -> AdapterCapabilities:
         return AdapterCapabilities(
             image=True,
-            config_options=(ConfigOption("speed", "Speed", (ConfigChoice("fast", "Fast", description=""),
-                                                            ConfigChoice("slow", "Slow", description="Careful")),
-                                         "fast", description="", category=""),),
+            config_options=(
+                ConfigOption(
+                    "speed",
+                    "Speed",
+                    (ConfigChoice("fast", "Fast", description=""), ConfigChoice("slow", "Slow", description="Careful")),
+                    "fast",
+                    description="",
+                    category="",
+                ),
+            ),
             commands=(SlashCommand("plain", "No hint", hint=""),),
         )
 
@@ -51,9 +70,15 @@ async def durable(db_path, adapter):
 
 
 def mode_option(current: str) -> dict:
-    return {"id": "mode", "name": "Mode", "category": "mode", "type": "select",
-            "description": "How cautious the agent is: what it may do without asking.",
-            "currentValue": current, "options": MODE_CHOICES}
+    return {
+        "id": "mode",
+        "name": "Mode",
+        "category": "mode",
+        "type": "select",
+        "description": "How cautious the agent is: what it may do without asking.",
+        "currentValue": current,
+        "options": MODE_CHOICES,
+    }
 
 
 async def test_initialize_answers_the_whole_capability_object_with_a_journal(tmp_path):
@@ -64,8 +89,13 @@ async def test_initialize_answers_the_whole_capability_object_with_a_journal(tmp
                 "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
                 "mcpCapabilities": {"http": False, "sse": False},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {},
-                                        "additionalDirectories": {}},
+                "sessionCapabilities": {
+                    "list": {},
+                    "resume": {},
+                    "close": {},
+                    "delete": {},
+                    "additionalDirectories": {},
+                },
             },
             "authMethods": [],
             "agentInfo": {"name": "acp-server", "title": "acp-server (scripted)", "version": acp_server.__version__},
@@ -85,13 +115,24 @@ async def test_empty_descriptions_categories_and_hints_are_left_out_of_options_a
         created = await editor.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
         assert created == {
             "sessionId": created["sessionId"],
-            "modes": {"currentModeId": "ask", "availableModes": [
-                {"id": c["value"], "name": c["name"], "description": c["description"]} for c in MODE_CHOICES]},
+            "modes": {
+                "currentModeId": "ask",
+                "availableModes": [
+                    {"id": c["value"], "name": c["name"], "description": c["description"]} for c in MODE_CHOICES
+                ],
+            },
             "configOptions": [
                 mode_option("ask"),
-                {"id": "speed", "name": "Speed", "type": "select", "currentValue": "fast",
-                 "options": [{"value": "fast", "name": "Fast"},
-                             {"value": "slow", "name": "Slow", "description": "Careful"}]},
+                {
+                    "id": "speed",
+                    "name": "Speed",
+                    "type": "select",
+                    "currentValue": "fast",
+                    "options": [
+                        {"value": "fast", "name": "Fast"},
+                        {"value": "slow", "name": "Slow", "description": "Careful"},
+                    ],
+                },
             ],
         }
         sid = created["sessionId"]
@@ -106,8 +147,11 @@ async def test_session_list_leaves_out_a_missing_title_and_empty_additional_dire
     async with durable(tmp_path / "j.db", ScriptedAdapter.from_data(SCRIPT)) as editor:
         await editor.initialize()
         bare = await editor.new_session(tmp_path)
-        titled = (await editor.request("session/new", {
-            "cwd": str(tmp_path), "mcpServers": [], "additionalDirectories": [str(extra)]}))["sessionId"]
+        titled = (
+            await editor.request(
+                "session/new", {"cwd": str(tmp_path), "mcpServers": [], "additionalDirectories": [str(extra)]}
+            )
+        )["sessionId"]
         await editor.prompt(titled, "hello there")
         listed = await editor.request("session/list", {})
         assert set(listed) == {"sessions"}
@@ -122,7 +166,8 @@ async def test_set_mode_and_set_config_option_answer_their_result_objects(tmp_pa
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
         assert await editor.request("session/set_mode", {"sessionId": sid, "modeId": "yolo"}) == {}
-        result = await editor.request("session/set_config_option",
-                                      {"sessionId": sid, "configId": "speed", "value": "slow"})
+        result = await editor.request(
+            "session/set_config_option", {"sessionId": sid, "configId": "speed", "value": "slow"}
+        )
         assert result["configOptions"][0] == mode_option("yolo")
         assert result["configOptions"][1]["currentValue"] == "slow"

@@ -108,9 +108,7 @@ class RecordingSink:
         self._record("request_permission", tool_call_id)
         return self.decision
 
-    def read_text_file(
-        self, path: str, *, line: int | None = None, limit: int | None = None
-    ) -> str:
+    def read_text_file(self, path: str, *, line: int | None = None, limit: int | None = None) -> str:
         self._record("read_text_file", path)
         return self.file_text
 
@@ -345,9 +343,7 @@ def test_read_file_shows_the_file_text():
 
 def test_write_file_shows_a_diff_with_an_absolute_path():
     sink = RecordingSink(old_text="old\n")
-    steps = [
-        {"tool": "Edit", "kind": "edit", "write_file": {"path": "src/../a.py", "content": "new\n"}}
-    ]
+    steps = [{"tool": "Edit", "kind": "edit", "write_file": {"path": "src/../a.py", "content": "new\n"}}]
     assert play(steps, sink)[1] == [
         started("Edit", "edit"),
         update("in_progress"),
@@ -411,9 +407,7 @@ def test_each_tool_call_gets_its_own_id():
 
 
 def scenario_with(step: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "scenarios": [{"match": "a", "steps": []}, {"match": "b", "steps": [{"say": "ok"}, step]}]
-    }
+    return {"scenarios": [{"match": "a", "steps": []}, {"match": "b", "steps": [{"say": "ok"}, step]}]}
 
 
 def test_an_unknown_step_key_names_file_scenario_step_and_key():
@@ -428,10 +422,7 @@ def test_a_bad_tool_kind_is_reported_with_the_allowed_kinds():
 
 def test_repeat_zero_is_rejected():
     message = script_error(scenario_with({"say": "hi", "repeat": 0}))
-    assert (
-        "demo.json: scenarios[1].steps[1].repeat: Input should be greater than or equal to 1"
-        in message
-    )
+    assert "demo.json: scenarios[1].steps[1].repeat: Input should be greater than or equal to 1" in message
 
 
 def test_a_step_without_an_action_key_lists_the_actions():
@@ -445,9 +436,7 @@ def test_a_step_without_an_action_key_lists_the_actions():
 def test_every_problem_is_reported_one_per_line():
     message = script_error(
         {
-            "scenarios": [
-                {"match": "a", "steps": [{"say": "a", "think": "b"}, {"stop": "cancelled"}]}
-            ],
+            "scenarios": [{"match": "a", "steps": [{"say": "a", "think": "b"}, {"stop": "cancelled"}]}],
             "contextwindow": 5,
         }
     )
@@ -461,9 +450,7 @@ def test_every_problem_is_reported_one_per_line():
 
 def test_a_tool_with_two_operations_is_rejected():
     message = script_error(scenario_with({"tool": "T", "read_file": "a", "run": "ls"}))
-    assert message == (
-        "demo.json: scenarios[1].steps[1]: a tool does one operation at most, got read_file and run"
-    )
+    assert message == ("demo.json: scenarios[1].steps[1]: a tool does one operation at most, got read_file and run")
 
 
 def test_strings_are_not_coerced_to_numbers():

@@ -15,15 +15,22 @@ from acp_server.rpc.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
 from adapters.scripted import ScriptedAdapter
 from journal.store import Journal
 
-SCRIPT = {"scenarios": [
-    {"match": "work", "steps": [
-        {"think": "let me see"}, {"plan": [{"content": "read", "status": "in_progress"}]},
-        {"say": "Reading ", "repeat": 3},
-        {"tool": "Read notes", "kind": "read", "read_file": "notes.txt", "ask": True},
-        {"say": "done."}, {"title": "Notes review"},
-    ]},
-    {"match": "always", "steps": [{"tool": "Format", "kind": "edit", "ask": True, "result": "ok"}]},
-]}
+SCRIPT = {
+    "scenarios": [
+        {
+            "match": "work",
+            "steps": [
+                {"think": "let me see"},
+                {"plan": [{"content": "read", "status": "in_progress"}]},
+                {"say": "Reading ", "repeat": 3},
+                {"tool": "Read notes", "kind": "read", "read_file": "notes.txt", "ask": True},
+                {"say": "done."},
+                {"title": "Notes review"},
+            ],
+        },
+        {"match": "always", "steps": [{"tool": "Format", "kind": "edit", "ask": True, "result": "ok"}]},
+    ]
+}
 
 
 @asynccontextmanager
@@ -55,8 +62,13 @@ async def test_initialize_advertises_load_and_the_session_capabilities_really_im
     async with running(AcpAgent(ScriptedAdapter.from_data(SCRIPT), journal=journal)) as editor:
         caps = (await editor.initialize())["agentCapabilities"]
         assert caps["loadSession"] is True
-        assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {},
-                                               "additionalDirectories": {}}
+        assert caps["sessionCapabilities"] == {
+            "list": {},
+            "resume": {},
+            "close": {},
+            "delete": {},
+            "additionalDirectories": {},
+        }
     await journal.close()
 
 
@@ -107,8 +119,12 @@ async def test_a_prompt_to_a_known_session_after_a_restart_works_without_load(tm
 @pytest.mark.parametrize("method", ["session/load", "session/resume", "session/prompt", "session/close"])
 async def test_an_unknown_session_is_an_error_never_a_new_session(tmp_path, method):
     async with server(tmp_path / "journal.db") as editor:
-        params = {"sessionId": "sess_nope", "cwd": str(tmp_path), "mcpServers": [],
-                  "prompt": [{"type": "text", "text": "hi"}]}
+        params = {
+            "sessionId": "sess_nope",
+            "cwd": str(tmp_path),
+            "mcpServers": [],
+            "prompt": [{"type": "text", "text": "hi"}],
+        }
         with pytest.raises(RemoteError) as caught:
             await editor.request(method, params)
         assert caught.value.code == RESOURCE_NOT_FOUND
@@ -157,8 +173,10 @@ async def test_delete_removes_the_session_and_its_journal(tmp_path):
 
 async def test_close_cancels_a_running_turn_and_the_session_can_be_resumed(tmp_path):
     journal = await Journal.open(tmp_path / "journal.db")
-    agent = AcpAgent(ScriptedAdapter.from_data({"scenarios": [
-        {"match": "slow", "steps": [{"say": "working"}, {"sleep": 30}]}]}), journal=journal)
+    agent = AcpAgent(
+        ScriptedAdapter.from_data({"scenarios": [{"match": "slow", "steps": [{"say": "working"}, {"sleep": 30}]}]}),
+        journal=journal,
+    )
     async with running(agent) as editor:
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
@@ -174,6 +192,7 @@ async def test_close_cancels_a_running_turn_and_the_session_can_be_resumed(tmp_p
 async def test_an_always_answer_survives_a_restart(tmp_path):
     db = tmp_path / "journal.db"
     async with server(db) as editor:
+
         async def always(params):
             return {"outcome": {"outcome": "selected", "optionId": "allow_always"}}
 
@@ -261,22 +280,32 @@ async def test_additional_directories_widen_local_file_access_and_are_replaced_o
         directory.mkdir()
     (shared / "lib.txt").write_text("shared text")
     (other / "lib.txt").write_text("other text")
-    script = {"scenarios": [{"match": "", "steps": [
-        {"tool": "Read", "kind": "read", "read_file": str(shared / "lib.txt")},
-        {"tool": "Read", "kind": "read", "read_file": str(other / "lib.txt")}]}]}
+    script = {
+        "scenarios": [
+            {
+                "match": "",
+                "steps": [
+                    {"tool": "Read", "kind": "read", "read_file": str(shared / "lib.txt")},
+                    {"tool": "Read", "kind": "read", "read_file": str(other / "lib.txt")},
+                ],
+            }
+        ]
+    }
     journal = await Journal.open(tmp_path / "journal.db")
     async with running(AcpAgent(ScriptedAdapter.from_data(script), journal=journal)) as editor:
         await editor.initialize()
-        created = await editor.request("session/new", {"cwd": str(work), "mcpServers": [],
-                                                       "additionalDirectories": [str(shared)]})
+        created = await editor.request(
+            "session/new", {"cwd": str(work), "mcpServers": [], "additionalDirectories": [str(shared)]}
+        )
         sid = created["sessionId"]
         await editor.prompt(sid, "go")
         done = [u for u in editor.updates[sid] if u.get("status") in ("completed", "failed")]
         assert [u["status"] for u in done] == ["completed", "failed"]
         listed = (await editor.request("session/list", {}))["sessions"][0]
         assert listed["additionalDirectories"] == [str(shared)]
-        await editor.request("session/resume",
-                             {"sessionId": sid, "cwd": str(work), "additionalDirectories": [str(other)]})
+        await editor.request(
+            "session/resume", {"sessionId": sid, "cwd": str(work), "additionalDirectories": [str(other)]}
+        )
         await editor.prompt(sid, "again")
         done = [u for u in editor.updates[sid] if u.get("status") in ("completed", "failed")]
         assert [u["status"] for u in done[2:]] == ["failed", "completed"]
@@ -299,6 +328,7 @@ class ClosingAdapter(RecordingAdapter):
 
     async def wait_closed(self, count: int) -> None:
         """Until `count` hooks ran: they run in worker threads, after the turns wind down."""
+
         def wait() -> bool:
             with self._changed:
                 return self._changed.wait_for(lambda: len(self.closed) >= count, timeout=5)

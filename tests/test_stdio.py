@@ -9,10 +9,12 @@ from stdio_server import StdioServer
 
 from acp_server.rpc.errors import PARSE_ERROR
 
-SCRIPT = {"scenarios": [
-    {"match": "stray", "steps": [{"say": "before "}, {"stdout": "STRAY PRINT\n"}, {"say": "after"}]},
-    {"match": "slow", "steps": [{"say": "working"}, {"sleep": 60}]},
-]}
+SCRIPT = {
+    "scenarios": [
+        {"match": "stray", "steps": [{"say": "before "}, {"stdout": "STRAY PRINT\n"}, {"say": "after"}]},
+        {"match": "slow", "steps": [{"say": "working"}, {"sleep": 60}]},
+    ]
+}
 
 
 @pytest.fixture
@@ -71,10 +73,18 @@ def test_help_explains_every_option_and_its_environment_variable():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "acp_server", "--help"], capture_output=True, text=True,
-                         timeout=30, check=True).stdout
-    for option in ["--agent", "--script", "--log-level", "--log-file", "--max-workers",
-                   "--permission-timeout", "--max-frame-bytes"]:
+    out = subprocess.run(
+        [sys.executable, "-m", "acp_server", "--help"], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
+    for option in [
+        "--agent",
+        "--script",
+        "--log-level",
+        "--log-file",
+        "--max-workers",
+        "--permission-timeout",
+        "--max-frame-bytes",
+    ]:
         assert option in out
         assert "ACP_SERVER_" + option[2:].replace("-", "_").upper() in out
 
@@ -85,8 +95,14 @@ def test_settings_come_from_the_environment_when_no_flag_is_given(tmp_path):
     import sys
 
     env = {**os.environ, "ACP_SERVER_AGENT": "nonexistent-agent"}
-    done = subprocess.run([sys.executable, "-m", "acp_server"], capture_output=True, text=True,
-                          timeout=30, env=env, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_server"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 2
     assert "unknown agent 'nonexistent-agent'" in done.stderr
     assert done.stdout == ""

@@ -25,8 +25,10 @@ def tool_updates(editor, sid):
 
 async def test_reads_and_writes_go_through_the_editor_when_it_offers_them(tmp_path):
     (tmp_path / "notes.txt").write_text("old text")
-    agent = scripted({"tool": "Read", "kind": "read", "read_file": "notes.txt"},
-                     {"tool": "Edit", "kind": "edit", "write_file": {"path": "notes.txt", "content": "new text"}})
+    agent = scripted(
+        {"tool": "Read", "kind": "read", "read_file": "notes.txt"},
+        {"tool": "Edit", "kind": "edit", "write_file": {"path": "notes.txt", "content": "new text"}},
+    )
     async with running(agent) as editor:
         await editor.initialize(FS)
         sid = await editor.new_session(tmp_path)
@@ -37,15 +39,18 @@ async def test_reads_and_writes_go_through_the_editor_when_it_offers_them(tmp_pa
         assert editor.files_written == [(str(tmp_path / "notes.txt"), "new text")]
         read_done, edit_done = [u for u in tool_updates(editor, sid) if u.get("status") == "completed"]
         assert read_done["content"] == [{"type": "content", "content": {"type": "text", "text": "old text"}}]
-        assert edit_done["content"] == [{"type": "diff", "path": str(tmp_path / "notes.txt"),
-                                         "oldText": "old text", "newText": "new text"}]
+        assert edit_done["content"] == [
+            {"type": "diff", "path": str(tmp_path / "notes.txt"), "oldText": "old text", "newText": "new text"}
+        ]
 
 
 async def test_without_editor_fs_files_are_read_and_written_locally_in_cwd(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.py").write_text("print(1)\n")
-    agent = scripted({"tool": "Read", "kind": "read", "read_file": "src/a.py"},
-                     {"tool": "Create", "kind": "edit", "write_file": {"path": "src/b.py", "content": "x = 2\n"}})
+    agent = scripted(
+        {"tool": "Read", "kind": "read", "read_file": "src/a.py"},
+        {"tool": "Create", "kind": "edit", "write_file": {"path": "src/b.py", "content": "x = 2\n"}},
+    )
     async with running(agent) as editor:
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
@@ -54,8 +59,9 @@ async def test_without_editor_fs_files_are_read_and_written_locally_in_cwd(tmp_p
         assert (tmp_path / "src" / "b.py").read_text() == "x = 2\n"
         read_done, create_done = [u for u in tool_updates(editor, sid) if u.get("status") == "completed"]
         assert read_done["content"][0]["content"]["text"] == "print(1)\n"
-        assert create_done["content"] == [{"type": "diff", "path": str(tmp_path / "src" / "b.py"),
-                                           "oldText": None, "newText": "x = 2\n"}]
+        assert create_done["content"] == [
+            {"type": "diff", "path": str(tmp_path / "src" / "b.py"), "oldText": None, "newText": "x = 2\n"}
+        ]
 
 
 @pytest.mark.parametrize("path", ["../secret.txt", "link/secret.txt", "ABSOLUTE"])
@@ -67,9 +73,11 @@ async def test_local_file_access_outside_cwd_is_refused(tmp_path, path):
     work.mkdir()
     os.symlink(outside, work / "link")
     path = str(outside / "secret.txt") if path == "ABSOLUTE" else path
-    agent = scripted({"tool": "Read", "kind": "read", "read_file": path},
-                     {"tool": "Write", "kind": "edit", "write_file": {"path": path, "content": "pwned"}},
-                     {"say": "done"})
+    agent = scripted(
+        {"tool": "Read", "kind": "read", "read_file": path},
+        {"tool": "Write", "kind": "edit", "write_file": {"path": path, "content": "pwned"}},
+        {"say": "done"},
+    )
     async with running(agent) as editor:
         await editor.initialize()
         sid = await editor.new_session(work)
@@ -146,10 +154,19 @@ async def test_cancel_kills_and_releases_the_editor_terminal(tmp_path):
             await anyio.to_thread.run_sync(process.wait, 5)  # raises TimeoutExpired if it was not killed
 
 
-@pytest.mark.parametrize(("line", "limit", "expected"), [
-    (None, None, "a\nb\nc"), (2, None, "b\nc"), (None, 2, "a\nb\n"), (2, 1, "b\n"),
-    (3, 5, "c"), (9, None, ""), (2, 0, ""), (0, 1, "a\n"),
-])
+@pytest.mark.parametrize(
+    ("line", "limit", "expected"),
+    [
+        (None, None, "a\nb\nc"),
+        (2, None, "b\nc"),
+        (None, 2, "a\nb\n"),
+        (2, 1, "b\n"),
+        (3, 5, "c"),
+        (9, None, ""),
+        (2, 0, ""),
+        (0, 1, "a\n"),
+    ],
+)
 def test_line_and_limit_pick_lines_as_fs_read_text_file_defines_them(line, limit, expected):
     assert slice_lines("a\nb\nc", line, limit) == expected
 

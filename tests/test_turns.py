@@ -113,8 +113,12 @@ async def test_two_sessions_stream_at_the_same_time(tmp_path):
 
 
 async def test_permission_requests_reference_the_visible_tool_call_and_offer_four_choices(tmp_path):
-    agent = scripted(("tool", [{"tool": "Delete junk", "kind": "delete", "input": {"path": "junk"},
-                                "ask": True, "result": "deleted"}]))
+    agent = scripted(
+        (
+            "tool",
+            [{"tool": "Delete junk", "kind": "delete", "input": {"path": "junk"}, "ask": True, "result": "deleted"}],
+        )
+    )
     async with running(agent) as editor:
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
@@ -125,16 +129,23 @@ async def test_permission_requests_reference_the_visible_tool_call_and_offer_fou
         assert request["params"]["toolCall"]["title"] == "Delete junk"
         assert request["params"]["toolCall"]["rawInput"] == {"path": "junk"}
         assert [o["kind"] for o in request["params"]["options"]] == [
-            "allow_once", "allow_always", "reject_once", "reject_always"]
+            "allow_once",
+            "allow_always",
+            "reject_once",
+            "reject_always",
+        ]
         assert editor.frames.index(request) > editor.frames.index(
-            next(f for f in editor.frames if f.get("params", {}).get("update") == tool_call))
+            next(f for f in editor.frames if f.get("params", {}).get("update") == tool_call)
+        )
         assert editor.updates[sid][-1]["status"] == "completed"
 
 
 async def test_a_rejected_tool_ends_failed_and_the_turn_goes_on(tmp_path):
-    agent = scripted(("tool", [{"tool": "Risky", "kind": "execute", "ask": True, "run": "touch made"},
-                               {"say": "carried on"}]))
+    agent = scripted(
+        ("tool", [{"tool": "Risky", "kind": "execute", "ask": True, "run": "touch made"}, {"say": "carried on"}])
+    )
     async with running(agent) as editor:
+
         async def reject(params):
             return {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
 
@@ -151,6 +162,7 @@ async def test_a_rejected_tool_ends_failed_and_the_turn_goes_on(tmp_path):
 async def test_allow_always_is_remembered_for_that_tool_in_the_session(tmp_path):
     agent = scripted(("tool", [{"tool": "Format", "kind": "edit", "ask": True, "result": "ok"}]))
     async with running(agent) as editor:
+
         async def always(params):
             return {"outcome": {"outcome": "selected", "optionId": "allow_always"}}
 
@@ -175,14 +187,16 @@ async def test_cancel_while_a_permission_is_pending_withdraws_the_request(tmp_pa
         await editor.notify("session/cancel", {"sessionId": sid})
         assert (await task)["result"] == {"stopReason": "cancelled"}
         withdrawn = [f for f in editor.unsolicited if f.get("method") == "$/cancel_request"]
-        assert withdrawn == [{"jsonrpc": "2.0", "method": "$/cancel_request",
-                              "params": {"requestId": editor.server_requests[0]["id"]}}]
+        assert withdrawn == [
+            {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": editor.server_requests[0]["id"]}}
+        ]
         assert "completed" not in [u.get("status") for u in editor.updates[sid]]
 
 
 async def test_a_permission_answered_cancelled_ends_the_turn_cancelled(tmp_path):
     agent = scripted(("tool", [{"tool": "Risky", "ask": True, "result": "ran"}, {"say": "after"}]))
     async with running(agent) as editor:
+
         async def cancelled(params):
             await editor.notify("session/cancel", {"sessionId": params["sessionId"]})
             return {"outcome": {"outcome": "cancelled"}}
@@ -296,5 +310,8 @@ async def test_a_tool_call_left_open_by_a_cancel_ends_failed_before_the_response
         await editor.notify("session/cancel", {"sessionId": sid})
         assert (await task)["result"] == {"stopReason": "cancelled"}
         tool_id = editor.updates[sid][-2]["toolCallId"]
-        assert editor.updates[sid][-1] == {"sessionUpdate": "tool_call_update", "toolCallId": tool_id,
-                                           "status": "failed"}
+        assert editor.updates[sid][-1] == {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": tool_id,
+            "status": "failed",
+        }

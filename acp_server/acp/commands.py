@@ -24,9 +24,10 @@ BUILTIN_NAMES = frozenset(c.name for c in BUILTINS)
 
 def available_commands(caps: AdapterCapabilities) -> list[AvailableCommand]:
     commands = [*BUILTINS, *(c for c in caps.commands if c.name not in BUILTIN_NAMES)]
-    return [AvailableCommand(name=c.name, description=c.description,
-                             input=CommandInput(hint=c.hint) if c.hint else None)
-            for c in commands]
+    return [
+        AvailableCommand(name=c.name, description=c.description, input=CommandInput(hint=c.hint) if c.hint else None)
+        for c in commands
+    ]
 
 
 def builtin_invocation(text: str) -> tuple[str, str] | None:
@@ -100,5 +101,7 @@ async def _permissions(args: str, ctx: CommandContext) -> str:
 
 async def _status(args: str, ctx: CommandContext) -> str:
     config = ", ".join(f"{k}={v}" for k, v in ctx.config.items()) or "none"
-    return (f"Session `{ctx.session_id}`\n- agent: {ctx.agent_name}\n- cwd: {ctx.cwd}\n- mode: {ctx.mode}\n"
-            f"- options: {config}\n- 'always' answers: {len(ctx.permissions)}")
+    return (
+        f"Session `{ctx.session_id}`\n- agent: {ctx.agent_name}\n- cwd: {ctx.cwd}\n- mode: {ctx.mode}\n"
+        f"- options: {config}\n- 'always' answers: {len(ctx.permissions)}"
+    )

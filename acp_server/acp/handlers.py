@@ -79,8 +79,14 @@ class AcpAgent:
     """The handlers of one connection. `peer` is the connection they talk back through (a
     fresh one by default); `acp.server.serve` runs it with these handlers."""
 
-    def __init__(self, adapter: RuntimeAdapter, options: AgentOptions | None = None,
-                 *, journal: Journal | None = None, peer: Peer | None = None) -> None:
+    def __init__(
+        self,
+        adapter: RuntimeAdapter,
+        options: AgentOptions | None = None,
+        *,
+        journal: Journal | None = None,
+        peer: Peer | None = None,
+    ) -> None:
         self.adapter = adapter
         self.options = options or AgentOptions()
         self.capabilities: AdapterCapabilities = adapter.capabilities()
@@ -90,9 +96,16 @@ class AcpAgent:
         self.peer = peer if peer is not None else Peer(sequential=SEQUENTIAL)
         self._initialized = False
         self._commands = available_commands(self.capabilities)
-        self.prompts = Prompts(adapter=adapter, options=self.options, journal=journal, sessions=self.sessions,
-                               peer=self.peer, client=lambda: self.client, commands=self._commands,
-                               set_mode=self._set_mode)
+        self.prompts = Prompts(
+            adapter=adapter,
+            options=self.options,
+            journal=journal,
+            sessions=self.sessions,
+            peer=self.peer,
+            client=lambda: self.client,
+            commands=self._commands,
+            set_mode=self._set_mode,
+        )
 
     def handlers(self) -> dict[str, Handler]:
         table: dict[str, Handler] = {
@@ -137,21 +150,24 @@ class AcpAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=self.journal is not None,
                 prompt_capabilities=PromptCapabilities(
-                    image=caps.image, audio=caps.audio, embedded_context=caps.embedded_context),
+                    image=caps.image, audio=caps.audio, embedded_context=caps.embedded_context
+                ),
                 mcp_capabilities=McpCapabilities(http=caps.mcp_http, sse=caps.mcp_sse),
                 session_capabilities=self._session_capabilities(),
             ),
             auth_methods=[],
-            agent_info=Implementation(name="acp-server", title=f"acp-server ({self.adapter.name})",
-                                      version=acp_server.__version__),
+            agent_info=Implementation(
+                name="acp-server", title=f"acp-server ({self.adapter.name})", version=acp_server.__version__
+            ),
         ).wire()
 
     def _session_capabilities(self) -> SessionCapabilities:
         """Listing, resuming, closing and deleting need the journal; extra directories do not."""
         if self.journal is None:
             return SessionCapabilities(additional_directories=Offered())
-        return SessionCapabilities(list_=Offered(), resume=Offered(), close=Offered(), delete=Offered(),
-                                   additional_directories=Offered())
+        return SessionCapabilities(
+            list_=Offered(), resume=Offered(), close=Offered(), delete=Offered(), additional_directories=Offered()
+        )
 
     async def handle_authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         parse(AuthenticateParams, params)
@@ -180,7 +196,8 @@ class AcpAgent:
         )
         self._announce_commands(session.id)
         return NewSessionResult(
-            session_id=session.id, modes=modes_state(session.mode),
+            session_id=session.id,
+            modes=modes_state(session.mode),
             config_options=config_options(self.capabilities, session.mode, session.config),
         ).wire()
 
@@ -192,8 +209,10 @@ class AcpAgent:
         ).wire()
 
     def _announce_commands(self, session_id: str) -> None:
-        update = {"sessionUpdate": "available_commands_update",
-                  "availableCommands": [command.wire() for command in self._commands]}
+        update = {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [command.wire() for command in self._commands],
+        }
         try:
             self.peer.spawn(lambda: self.notify_update(session_id, update))
         except PeerClosedError:
@@ -218,7 +237,8 @@ class AcpAgent:
             session.config[request.config_id] = value
             await self.sessions.save(session, config=dict(session.config))
         return SetConfigOptionResult(
-            config_options=config_options(self.capabilities, session.mode, session.config)).wire()
+            config_options=config_options(self.capabilities, session.mode, session.config)
+        ).wire()
 
     async def _set_mode(self, session: Session, mode: str, *, announce_options: bool = True) -> None:
         """Change the mode, persist it, and tell the client through both mechanisms."""
@@ -227,8 +247,10 @@ class AcpAgent:
         await self.notify_update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
         if announce_options:
             options = config_options(self.capabilities, session.mode, session.config)
-            await self.notify_update(session.id, {
-                "sessionUpdate": "config_option_update", "configOptions": [option.wire() for option in options]})
+            await self.notify_update(
+                session.id,
+                {"sessionUpdate": "config_option_update", "configOptions": [option.wire() for option in options]},
+            )
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """Replay the whole conversation, then answer: the client sees history before `{}`."""
@@ -257,7 +279,8 @@ class AcpAgent:
         be the one the session was created with (the same directory, however it is spelled)."""
         self._check_mcp_transports(request.mcp_servers)
         session = await self.sessions.get(
-            request.session_id, mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers))
+            request.session_id, mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers)
+        )
         if request.cwd != session.cwd and not await anyio.to_thread.run_sync(_same_directory, request.cwd, session.cwd):
             problem = "is not the session's working directory"
             raise invalid_params(FieldProblem("cwd", problem), message=f"cwd {problem} ({session.cwd})")
@@ -273,11 +296,17 @@ class AcpAgent:
         try:
             records, next_cursor = await self.journal.list_sessions(cwd=request.cwd, cursor=request.cursor)
         except ValueError:
-            raise invalid_params(FieldProblem("cursor", "is not valid"),
-                                 message="cursor is not one this server issued") from None
+            raise invalid_params(
+                FieldProblem("cursor", "is not valid"), message="cursor is not one this server issued"
+            ) from None
         sessions = [
-            SessionInfo(session_id=record.id, cwd=record.cwd, updated_at=iso(record.updated_at),
-                        title=record.title or None, additional_directories=list(record.additional_dirs) or None)
+            SessionInfo(
+                session_id=record.id,
+                cwd=record.cwd,
+                updated_at=iso(record.updated_at),
+                title=record.title or None,
+                additional_directories=list(record.additional_dirs) or None,
+            )
             for record in records
         ]
         return ListSessionsResult(sessions=sessions, next_cursor=next_cursor).wire()
@@ -314,8 +343,10 @@ class AcpAgent:
         offered = {"stdio": True, "http": self.capabilities.mcp_http, "sse": self.capabilities.mcp_sse}
         for index, server in enumerate(servers):
             if not offered[server.type]:
-                raise invalid_params(FieldProblem(f"mcpServers.{index}.type", "is not supported"),
-                                     message=f"MCP transport {server.type} is not supported")
+                raise invalid_params(
+                    FieldProblem(f"mcpServers.{index}.type", "is not supported"),
+                    message=f"MCP transport {server.type} is not supported",
+                )
 
     async def handle_session_cancel(self, params: dict[str, Any]) -> None:
         request = parse(SessionParams, params)
@@ -335,12 +366,17 @@ class AcpAgent:
     def _check_prompt_content(self, blocks: tuple[dict[str, Any], ...]) -> None:
         allowed = {"text", "resource_link"}
         caps = self.capabilities
-        allowed |= {name for name, ok in (("image", caps.image), ("audio", caps.audio),
-                                          ("resource", caps.embedded_context)) if ok}
+        allowed |= {
+            name
+            for name, ok in (("image", caps.image), ("audio", caps.audio), ("resource", caps.embedded_context))
+            if ok
+        }
         for index, block in enumerate(blocks):
             if block["type"] not in allowed:
-                raise invalid_params(FieldProblem(f"prompt.{index}.type", "is not supported"),
-                                     message=f"this agent does not accept {block['type']} content")
+                raise invalid_params(
+                    FieldProblem(f"prompt.{index}.type", "is not supported"),
+                    message=f"this agent does not accept {block['type']} content",
+                )
 
 
 def _same_directory(first: str, second: str) -> bool:

@@ -25,16 +25,25 @@ def modes_state(current: str | None) -> SessionModeState:
 
 
 def _select(option: ConfigOption, current: str) -> SessionConfigOption:
-    choices = [SessionConfigChoice(value=c.value, name=c.name, description=c.description or None)
-               for c in option.choices]
-    return SessionConfigOption(id=option.id, name=option.name, category=option.category or None,
-                               description=option.description or None, current_value=current, options=choices)
+    choices = [
+        SessionConfigChoice(value=c.value, name=c.name, description=c.description or None) for c in option.choices
+    ]
+    return SessionConfigOption(
+        id=option.id,
+        name=option.name,
+        category=option.category or None,
+        description=option.description or None,
+        current_value=current,
+        options=choices,
+    )
 
 
 def config_options(caps: AdapterCapabilities, mode: str | None, values: dict[str, Any]) -> list[SessionConfigOption]:
     """The complete list, in the order clients should show it: the mode first."""
     described = SessionConfigOption(
-        id=MODE_OPTION, name="Mode", category="mode",
+        id=MODE_OPTION,
+        name="Mode",
+        category="mode",
         description="How cautious the agent is: what it may do without asking.",
         current_value=mode or DEFAULT_MODE,
         options=[SessionConfigChoice(value=m.id, name=m.name, description=m.description) for m in MODES],

@@ -41,9 +41,18 @@ class AgentOptions:
 class Prompts:
     """Runs the prompts of one connection; `client` reads the capabilities `initialize` gave."""
 
-    def __init__(self, *, adapter: RuntimeAdapter, options: AgentOptions, journal: Journal | None,
-                 sessions: SessionStore, peer: Peer, client: Callable[[], ClientCapabilities],
-                 commands: list[AvailableCommand], set_mode: Callable[[Session, str], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        *,
+        adapter: RuntimeAdapter,
+        options: AgentOptions,
+        journal: Journal | None,
+        sessions: SessionStore,
+        peer: Peer,
+        client: Callable[[], ClientCapabilities],
+        commands: list[AvailableCommand],
+        set_mode: Callable[[Session, str], Awaitable[None]],
+    ) -> None:
         self.adapter = adapter
         self.capabilities: AdapterCapabilities = adapter.capabilities()
         self.options = options
@@ -81,16 +90,29 @@ class Prompts:
             await self.publish(envelope)
 
         history = await self.sessions.history(session)
-        turn = TurnInput(session.id, session.cwd, blocks, tuple(history), session.mode or DEFAULT_MODE,
-                         effective_config(self.capabilities, session.config), session.mcp_servers,
-                         session.additional_directories)
+        turn = TurnInput(
+            session.id,
+            session.cwd,
+            blocks,
+            tuple(history),
+            session.mode or DEFAULT_MODE,
+            effective_config(self.capabilities, session.config),
+            session.mcp_servers,
+            session.additional_directories,
+        )
         await self.sessions.title_from_prompt(session, turn.text)
         if (command := builtin_invocation(turn.text)) is not None:
             outcome = await self._run_builtin(session, blocks, command, numbering, publish)
         else:
             outcome = await run_turn(
-                adapter=self.adapter, turn=turn, ticket=ticket, services=self._services(session, numbering, publish),
-                publish=publish, numbering=numbering, limiter=self._limiter, grace=self.options.cancel_grace,
+                adapter=self.adapter,
+                turn=turn,
+                ticket=ticket,
+                services=self._services(session, numbering, publish),
+                publish=publish,
+                numbering=numbering,
+                limiter=self._limiter,
+                grace=self.options.cancel_grace,
             )
         history.append(Message("user", turn.text))
         if tally.reply:
@@ -102,15 +124,26 @@ class Prompts:
             await publish(numbering.envelope(event))
 
         return ClientTools(
-            peer=self.peer, client=self._client(), session_id=session.id, cwd=session.cwd,
-            roots=session.roots, permissions=session.permissions, emit=emit,
+            peer=self.peer,
+            client=self._client(),
+            session_id=session.id,
+            cwd=session.cwd,
+            roots=session.roots,
+            permissions=session.permissions,
+            emit=emit,
             mode=lambda: session.mode or DEFAULT_MODE,
             permission_timeout=self.options.permission_timeout,
             on_remember=lambda: self.sessions.save(session, permissions=dict(session.permissions.decisions)),
         )
 
-    async def _run_builtin(self, session: Session, blocks: tuple[dict[str, Any], ...], command: tuple[str, str],
-                           numbering: RunNumbering, publish: Publish) -> TurnOutcome:
+    async def _run_builtin(
+        self,
+        session: Session,
+        blocks: tuple[dict[str, Any], ...],
+        command: tuple[str, str],
+        numbering: RunNumbering,
+        publish: Publish,
+    ) -> TurnOutcome:
         """A built-in command is answered by the server, as a journaled turn of its own."""
         await publish(numbering.envelope(PromptReceived(blocks)))
 
@@ -118,10 +151,15 @@ class Prompts:
             await self.sessions.save(session, permissions=dict(session.permissions.decisions))
 
         context = CommandContext(
-            session_id=session.id, cwd=session.cwd, agent_name=self.adapter.name,
-            mode=session.mode or DEFAULT_MODE, config=effective_config(self.capabilities, session.config),
-            permissions=session.permissions.decisions, set_mode=lambda mode: self._set_mode(session, mode),
-            save_permissions=save_permissions, commands=self._commands,
+            session_id=session.id,
+            cwd=session.cwd,
+            agent_name=self.adapter.name,
+            mode=session.mode or DEFAULT_MODE,
+            config=effective_config(self.capabilities, session.config),
+            permissions=session.permissions.decisions,
+            set_mode=lambda mode: self._set_mode(session, mode),
+            save_permissions=save_permissions,
+            commands=self._commands,
         )
         await publish(numbering.envelope(TextDelta(await run_builtin(*command, context))))
         await publish(numbering.envelope(TurnFinished("end_turn")))
@@ -135,8 +173,9 @@ class Prompts:
             # dispatched record is committed.
             await self.journal.append(envelope)
             if isinstance(event, TurnFinished):
-                await self.journal.finish_run(envelope.run_id, normalize_state(event.reason),
-                                              stop_reason=event.reason, error=event.message)
+                await self.journal.finish_run(
+                    envelope.run_id, normalize_state(event.reason), stop_reason=event.reason, error=event.message
+                )
             elif isinstance(event, TitleChanged):
                 await self.journal.update_session(envelope.session_id, title=event.title)
         update = to_update(event)

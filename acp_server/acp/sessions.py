@@ -49,15 +49,22 @@ class SessionStore:
         self._adapter_name = adapter_name
         self._live: dict[str, Session] = {}
 
-    async def create(self, *, cwd: str, mcp_servers: tuple[dict[str, Any], ...],
-                     additional_directories: tuple[str, ...] = ()) -> Session:
+    async def create(
+        self, *, cwd: str, mcp_servers: tuple[dict[str, Any], ...], additional_directories: tuple[str, ...] = ()
+    ) -> Session:
         session = Session(f"sess_{uuid.uuid4().hex}", cwd, additional_directories, mcp_servers)
         if self.journal is not None:
             now = time.time()
-            await self.journal.create_session(SessionRecord(
-                id=session.id, cwd=cwd, adapter=self._adapter_name,
-                additional_dirs=additional_directories, created_at=now, updated_at=now,
-            ))
+            await self.journal.create_session(
+                SessionRecord(
+                    id=session.id,
+                    cwd=cwd,
+                    adapter=self._adapter_name,
+                    additional_dirs=additional_directories,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
         self._live[session.id] = session
         return session
 
@@ -78,9 +85,15 @@ class SessionStore:
         if record is None:
             raise not_found(session_id)
         session = Session(
-            record.id, record.cwd, tuple(record.additional_dirs), mcp_servers or (), record.mode,
-            dict(record.config), history=None,
-            permissions=PermissionMemory(dict(record.permissions)), title=record.title,
+            record.id,
+            record.cwd,
+            tuple(record.additional_dirs),
+            mcp_servers or (),
+            record.mode,
+            dict(record.config),
+            history=None,
+            permissions=PermissionMemory(dict(record.permissions)),
+            title=record.title,
         )
         self._live[session_id] = session
         return session

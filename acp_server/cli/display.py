@@ -176,7 +176,10 @@ def _unified_diff(item: dict[str, Any]) -> str:
     path = str(item.get("path", "?"))
     old, new = item.get("oldText"), item.get("newText")
     lines = difflib.unified_diff(
-        str(old or "").splitlines(), str(new or "").splitlines(),
-        fromfile=path if old is not None else "/dev/null", tofile=path, lineterm="",
+        str(old or "").splitlines(),
+        str(new or "").splitlines(),
+        fromfile=path if old is not None else "/dev/null",
+        tofile=path,
+        lineterm="",
     )
     return "\n".join(lines) or f"(no change to {path})"

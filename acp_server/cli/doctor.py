@@ -122,8 +122,13 @@ def run_doctor(args: argparse.Namespace, argv: Sequence[str]) -> int:
     rows = check_agents(args.agent, agent_settings(args))
     selected = next(row for row in rows if row.name == args.agent)
     print(f"Agents (health checks get {HEALTH_BUDGET:g} s each; > marks the selected one)")
-    print(_table(("AGENT", "STATUS", "DETAIL"), [(r.name, r.status, r.detail) for r in rows],
-                 marks=[r.name == args.agent for r in rows]))
+    print(
+        _table(
+            ("AGENT", "STATUS", "DETAIL"),
+            [(r.name, r.status, r.detail) for r in rows],
+            marks=[r.name == args.agent for r in rows],
+        )
+    )
     print()
     print(f"Settings in effect for {args.agent}")
     print(_table(("SETTING", "VALUE", "FROM"), settings_in_effect(args, argv, selected)))

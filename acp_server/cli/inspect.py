@@ -45,7 +45,11 @@ def add_commands(commands: Any) -> None:
 
 def run_inspect_command(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[Journal, argparse.Namespace], Awaitable[int]]] = {
-        "sessions": _sessions, "show": _show, "runs": _runs, "events": _events, "export": _export,
+        "sessions": _sessions,
+        "show": _show,
+        "runs": _runs,
+        "events": _events,
+        "export": _export,
     }
 
     import anyio
@@ -68,8 +72,17 @@ async def _sessions(journal: Journal, args: argparse.Namespace) -> int:
         page, cursor = await journal.list_sessions(cwd=args.cwd, cursor=cursor, limit=200)
         for record in page:
             if args.json:
-                print(json.dumps({"sessionId": record.id, "cwd": record.cwd, "title": record.title,
-                                  "updatedAt": iso(record.updated_at), "adapter": record.adapter}))
+                print(
+                    json.dumps(
+                        {
+                            "sessionId": record.id,
+                            "cwd": record.cwd,
+                            "title": record.title,
+                            "updatedAt": iso(record.updated_at),
+                            "adapter": record.adapter,
+                        }
+                    )
+                )
             else:
                 print(f"{record.id}  {iso(record.updated_at)[:19]}  {record.title or '(untitled)'}  [{record.cwd}]")
         if cursor is None:
@@ -100,8 +113,10 @@ async def _runs(journal: Journal, args: argparse.Namespace) -> int:
     for run in await journal.runs(args.session):
         ended = iso(run.ended_at)[:19] if run.ended_at else "-"
         detail = f"  {run.error}" if run.error else ""
-        print(f"{run.id}  #{run.seq_no}  {run.status.value:<17} {iso(run.started_at)[:19]} -> {ended}  "
-              f"{run.last_seq or 0} events{detail}")
+        print(
+            f"{run.id}  #{run.seq_no}  {run.status.value:<17} {iso(run.started_at)[:19]} -> {ended}  "
+            f"{run.last_seq or 0} events{detail}"
+        )
     return 0
 
 
@@ -112,8 +127,10 @@ async def _events(journal: Journal, args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(_envelope(record), ensure_ascii=False))
         else:
-            print(f"{record.event_id}  {iso(record.created_at)[11:23]}  {record.type:<13} "
-                  f"{json.dumps(record.payload, ensure_ascii=False)[:100]}")
+            print(
+                f"{record.event_id}  {iso(record.created_at)[11:23]}  {record.type:<13} "
+                f"{json.dumps(record.payload, ensure_ascii=False)[:100]}"
+            )
     return 0
 
 
@@ -122,13 +139,28 @@ async def _export(journal: Journal, args: argparse.Namespace) -> int:
     if session is None:
         return _not_found("session", args.session)
     document = {
-        "session": {"id": session.id, "cwd": session.cwd, "title": session.title, "adapter": session.adapter,
-                    "mode": session.mode, "config": session.config, "createdAt": iso(session.created_at),
-                    "updatedAt": iso(session.updated_at)},
-        "runs": [{"id": run.id, "index": run.seq_no, "status": run.status.value, "stopReason": run.stop_reason,
-                  "error": run.error, "startedAt": iso(run.started_at),
-                  "endedAt": iso(run.ended_at) if run.ended_at else None}
-                 for run in await journal.runs(args.session)],
+        "session": {
+            "id": session.id,
+            "cwd": session.cwd,
+            "title": session.title,
+            "adapter": session.adapter,
+            "mode": session.mode,
+            "config": session.config,
+            "createdAt": iso(session.created_at),
+            "updatedAt": iso(session.updated_at),
+        },
+        "runs": [
+            {
+                "id": run.id,
+                "index": run.seq_no,
+                "status": run.status.value,
+                "stopReason": run.stop_reason,
+                "error": run.error,
+                "startedAt": iso(run.started_at),
+                "endedAt": iso(run.ended_at) if run.ended_at else None,
+            }
+            for run in await journal.runs(args.session)
+        ],
         "events": [_envelope(record) async for record in journal.events(args.session)],
     }
     json.dump(document, sys.stdout, ensure_ascii=False, indent=2)
@@ -137,9 +169,16 @@ async def _export(journal: Journal, args: argparse.Namespace) -> int:
 
 
 def _envelope(record: EventRecord) -> dict[str, Any]:
-    return {"event_id": record.event_id, "seq": record.seq, "run_id": record.run_id,
-            "session_id": record.session_id, "type": record.type, "created_at": record.created_at,
-            "terminal": record.terminal, "payload": record.payload}
+    return {
+        "event_id": record.event_id,
+        "seq": record.seq,
+        "run_id": record.run_id,
+        "session_id": record.session_id,
+        "type": record.type,
+        "created_at": record.created_at,
+        "terminal": record.terminal,
+        "payload": record.payload,
+    }
 
 
 def _not_found(what: str, ident: str) -> int:

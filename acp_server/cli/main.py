@@ -24,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_options(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     prompt = commands.add_parser(
-        "prompt", help="send one prompt to a server started as a subprocess and print the reply",
+        "prompt",
+        help="send one prompt to a server started as a subprocess and print the reply",
         description="A real ACP client: starts acp-server over stdio, opens a session, sends the "
         "prompt and prints the streamed reply, thoughts and tool calls as they arrive.",
     )
@@ -36,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     answer.add_argument("--deny", action="store_true", help="reject every permission request (once)")
     prompt.add_argument("--json", action="store_true", help="print the raw session/update payloads as JSON lines")
     doctor = commands.add_parser(
-        "doctor", help="check every registered agent and show the settings in effect",
+        "doctor",
+        help="check every registered agent and show the settings in effect",
         description="Prints each registered agent's health (2 s per check) and the settings in effect "
         "for the selected agent with where each came from; exits 1 only when the selected agent is unhealthy.",
     )
@@ -51,8 +53,9 @@ def configure_logging(level: str, log_file: str | None) -> None:
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:
         handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
-    logging.basicConfig(level=level.upper(), handlers=handlers,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level.upper(), handlers=handlers, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -60,8 +60,7 @@ def run_prompt_command(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "acp_server", *server_args(args)]
     try:
         # A session of its own, so a Ctrl-C at the terminal reaches only us: we cancel politely.
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   start_new_session=True)
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         _warn(f"error: cannot start the ACP server ({' '.join(command)}): {exc}")
         return EXIT_STARTUP
@@ -141,14 +140,19 @@ class PromptClient:
             return EXIT_STARTUP
         self._turn_running = True
         try:
-            result = await peer.request(methods.SESSION_PROMPT, {
-                "sessionId": self._session_id, "prompt": [{"type": "text", "text": self._args.text}],
-            })
+            result = await peer.request(
+                methods.SESSION_PROMPT,
+                {
+                    "sessionId": self._session_id,
+                    "prompt": [{"type": "text", "text": self._args.text}],
+                },
+            )
         except (RpcError, PeerClosedError) as exc:
             # The peer handled every update sent before the answer (or the end) by now.
             self._display.finish()
-            _warn(f"error: {exc.message}" if isinstance(exc, RpcError) else
-                  "error: the ACP server exited during the turn")
+            _warn(
+                f"error: {exc.message}" if isinstance(exc, RpcError) else "error: the ACP server exited during the turn"
+            )
             return EXIT_ERROR
         finally:
             self._turn_running = False
@@ -156,17 +160,24 @@ class PromptClient:
         return _stop_status(result)
 
     async def _start_session(self, peer: Peer) -> str:
-        init = await peer.request(methods.INITIALIZE, {
-            "protocolVersion": PROTOCOL_VERSION,
-            "clientCapabilities": CLIENT_CAPABILITIES,
-            "clientInfo": CLIENT_INFO,
-        })
+        init = await peer.request(
+            methods.INITIALIZE,
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": CLIENT_CAPABILITIES,
+                "clientInfo": CLIENT_INFO,
+            },
+        )
         version = _member(init, "protocolVersion")
         if version != PROTOCOL_VERSION:
             raise ValueError(f"it speaks protocol version {version!r}, this client speaks {PROTOCOL_VERSION}")
-        session = await peer.request(methods.SESSION_NEW, {
-            "cwd": self._cwd, "mcpServers": [],
-        })
+        session = await peer.request(
+            methods.SESSION_NEW,
+            {
+                "cwd": self._cwd,
+                "mcpServers": [],
+            },
+        )
         session_id = _member(session, "sessionId")
         if not isinstance(session_id, str):
             raise ValueError("session/new answered without a sessionId")
@@ -214,8 +225,11 @@ class PromptClient:
     async def handle_request_permission(self, params: dict[str, Any]) -> dict[str, Any]:
         tool = params.get("toolCall")
         offered = params.get("options")
-        options = [cast(dict[str, Any], o) for o in cast(list[object], offered)
-                   if isinstance(o, dict) and "optionId" in o] if isinstance(offered, list) else []
+        options = (
+            [cast(dict[str, Any], o) for o in cast(list[object], offered) if isinstance(o, dict) and "optionId" in o]
+            if isinstance(offered, list)
+            else []
+        )
         if self._cancelling:
             return CANCELLED_OUTCOME
         choice = await self._choose(cast(dict[str, Any], tool) if isinstance(tool, dict) else {}, options)
@@ -238,8 +252,7 @@ class PromptClient:
             if self._terminal is None:
                 self._terminal = Terminal.open()
             if self._terminal is None:
-                _warn(f"permission for {title!r}: no terminal to ask on, so it is rejected "
-                      "(use --allow or --deny)")
+                _warn(f"permission for {title!r}: no terminal to ask on, so it is rejected (use --allow or --deny)")
                 return _pick(options, "reject_once", title)
             self._display.finish()
             with anyio.CancelScope() as scope:

@@ -24,22 +24,47 @@ if TYPE_CHECKING:  # for the checker only: `--help` does not pay for building th
 
 
 SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
-    ("--agent", {"help": "agent to serve: a built-in (openai, echo, scripted, python), an installed agent's name, "
-                         "or module:factory (default: openai)", "default": "openai"}),
-    ("--model", {"help": "model for the openai agent (default: from the environment, the config file, or the "
-                         "endpoint's first model)"}),
-    ("--script", {"help": "the scripted agent's scenario file (format in the README), or the python agent's "
-                          "module:function"}),
+    (
+        "--agent",
+        {
+            "help": "agent to serve: a built-in (openai, echo, scripted, python), an installed agent's name, "
+            "or module:factory (default: openai)",
+            "default": "openai",
+        },
+    ),
+    (
+        "--model",
+        {
+            "help": "model for the openai agent (default: from the environment, the config file, or the "
+            "endpoint's first model)"
+        },
+    ),
+    (
+        "--script",
+        {"help": "the scripted agent's scenario file (format in the README), or the python agent's module:function"},
+    ),
     ("--db", {"help": "SQLite journal of sessions and runs (default: journal.db in the user data directory)"}),
-    ("--log-level", {"help": "DEBUG, INFO, WARNING or ERROR (default: WARNING); logs go to stderr",
-                     "default": "WARNING"}),
+    (
+        "--log-level",
+        {"help": "DEBUG, INFO, WARNING or ERROR (default: WARNING); logs go to stderr", "default": "WARNING"},
+    ),
     ("--log-file", {"help": "also write the log to this file"}),
-    ("--max-workers", {"help": "agent turns that may run at once, each in a worker thread (default: 8)",
-                       "type": int, "default": 8}),
-    ("--permission-timeout", {"help": "seconds to wait for a permission answer before denying "
-                                      "(default: wait as long as the editor takes)", "type": float}),
-    ("--max-frame-bytes", {"help": "longest accepted input line in bytes (default: 64 MiB)",
-                           "type": int, "default": 64 << 20}),
+    (
+        "--max-workers",
+        {"help": "agent turns that may run at once, each in a worker thread (default: 8)", "type": int, "default": 8},
+    ),
+    (
+        "--permission-timeout",
+        {
+            "help": "seconds to wait for a permission answer before denying "
+            "(default: wait as long as the editor takes)",
+            "type": float,
+        },
+    ),
+    (
+        "--max-frame-bytes",
+        {"help": "longest accepted input line in bytes (default: 64 MiB)", "type": int, "default": 64 << 20},
+    ),
 ]
 
 

@@ -18,8 +18,9 @@ from acp_server.rpc.errors import FieldProblem, invalid_params
 
 
 class WireModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True,
-                              defer_build=True)  # built on first use: start-up stays fast
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True, defer_build=True
+    )  # built on first use: start-up stays fast
 
     def wire(self) -> dict[str, Any]:
         """The JSON object the peer reads: camelCase, unset optional fields left out."""
@@ -90,8 +91,9 @@ class AuthenticateParams(WireModel):
 
 
 class McpServer(WireModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True,
-                              defer_build=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True, defer_build=True
+    )
     name: str
     type: Literal["stdio", "http", "sse"] = "stdio"
 
@@ -350,8 +352,11 @@ _UNION_TAGS = frozenset({"text", "image", "audio", "resource_link", "resource", 
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:
-    parts = [part for i, part in enumerate(loc)
-             if not (0 < i < len(loc) - 1 and isinstance(loc[i - 1], int) and part in _UNION_TAGS)]
+    parts = [
+        part
+        for i, part in enumerate(loc)
+        if not (0 < i < len(loc) - 1 and isinstance(loc[i - 1], int) and part in _UNION_TAGS)
+    ]
     return ".".join(str(part) for part in parts) or "params"
 
 

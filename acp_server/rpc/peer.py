@@ -59,8 +59,10 @@ def _id_key(request_id: Any) -> IdKey:
 
 def _valid_id(request_id: Any) -> bool:
     """ACP request ids are strings, int64 integers or null."""
-    return request_id is None or isinstance(request_id, str) or (
-        isinstance(request_id, int) and not isinstance(request_id, bool) and -(2**63) <= request_id < 2**63
+    return (
+        request_id is None
+        or isinstance(request_id, str)
+        or (isinstance(request_id, int) and not isinstance(request_id, bool) and -(2**63) <= request_id < 2**63)
     )
 
 
@@ -108,8 +110,14 @@ class Peer:
 
     # --- running -------------------------------------------------------------------------
 
-    async def run(self, frames: AsyncIterable[Frame], writer: FrameWriter, dispatcher: Dispatcher, *,
-                  on_close: Callable[[], Awaitable[None]] | None = None) -> None:
+    async def run(
+        self,
+        frames: AsyncIterable[Frame],
+        writer: FrameWriter,
+        dispatcher: Dispatcher,
+        *,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         """Serve `dispatcher` until the input ends; then finish the notifications already read,
         fail what is still pending, call `on_close`, wind down in-flight requests and flush."""
         self._dispatcher = dispatcher
@@ -225,8 +233,10 @@ class Peer:
         problem = _envelope_problem(message)
         if problem is not None:
             request_id = message.get("id")
-            self._send_error(request_id if _valid_id(request_id) else None,
-                             {"code": INVALID_REQUEST, "message": f"Invalid request: {problem}"})
+            self._send_error(
+                request_id if _valid_id(request_id) else None,
+                {"code": INVALID_REQUEST, "message": f"Invalid request: {problem}"},
+            )
             return
         if message.get("params") is None:
             message["params"] = {}
@@ -240,10 +250,13 @@ class Peer:
     def _parse(self, frame: Frame) -> Message | None:
         """The frame's JSON object; None (after answering any error) when there is none."""
         if isinstance(frame, Oversized):
-            self._send_error(None, {
-                "code": INVALID_REQUEST,
-                "message": f"Message too large: {frame.size} bytes (limit {frame.limit})",
-            })
+            self._send_error(
+                None,
+                {
+                    "code": INVALID_REQUEST,
+                    "message": f"Message too large: {frame.size} bytes (limit {frame.limit})",
+                },
+            )
             return None
         if not frame.strip():
             return None
@@ -261,10 +274,13 @@ class Peer:
     def _start_request(self, message: Message, tg: TaskGroup) -> None:
         key = _id_key(message["id"])
         if key in self._inflight:
-            self._send_error(message["id"], {
-                "code": INVALID_REQUEST,
-                "message": "Invalid request: this id is already in use by a request in flight",
-            })
+            self._send_error(
+                message["id"],
+                {
+                    "code": INVALID_REQUEST,
+                    "message": "Invalid request: this id is already in use by a request in flight",
+                },
+            )
             return
         self._inflight[key] = anyio.CancelScope()
         tg.start_soon(self._serve_tracked, message, key)
@@ -332,8 +348,10 @@ class Peer:
         """Send a request and wait for its result; withdraws it with `$/cancel_request` when
         the deadline passes or the caller is cancelled."""
         if _in_notification.get():
-            raise RuntimeError(f"{method}: a notification handler cannot wait for a response "
-                               "(it would wait for itself); use Peer.spawn")
+            raise RuntimeError(
+                f"{method}: a notification handler cannot wait for a response "
+                "(it would wait for itself); use Peer.spawn"
+            )
         if self._closed:
             raise PeerClosedError(f"{method}: the connection is closed")
         request_id = self._next_id
@@ -374,8 +392,9 @@ class Peer:
 def _remote_error(error: object) -> RpcError:
     body = cast(Message, error) if isinstance(error, dict) else {}
     code = body.get("code")
-    return RpcError(code if isinstance(code, int) else INTERNAL_ERROR, str(body.get("message", "error")),
-                    body.get("data"))
+    return RpcError(
+        code if isinstance(code, int) else INTERNAL_ERROR, str(body.get("message", "error")), body.get("data")
+    )
 
 
 def _envelope_problem(message: Message) -> str | None:

@@ -103,9 +103,7 @@ async def _read_chunks(fd: int) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
     pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
-    transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe
-    )
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
     try:
         while chunk := await reader.read(1 << 16):
             yield chunk
@@ -130,9 +128,7 @@ class PipeWriter:
             return FileWriter(fd)
         loop = asyncio.get_running_loop()
         pipe = os.fdopen(fd, "wb", buffering=0)
-        transport, protocol = await loop.connect_write_pipe(
-            lambda: asyncio.streams.FlowControlMixin(loop=loop), pipe
-        )
+        transport, protocol = await loop.connect_write_pipe(lambda: asyncio.streams.FlowControlMixin(loop=loop), pipe)
         return cls(transport, protocol)
 
     async def write(self, data: bytes) -> None:

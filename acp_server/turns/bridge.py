@@ -55,9 +55,7 @@ class TurnServices(Protocol):
     async def request_permission(self, tool: ToolCallStarted) -> PermissionDecision: ...
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str: ...
     async def write_text_file(self, path: str, content: str) -> str | None: ...
-    async def run_command(
-        self, command: str, tool_call_id: str | None, timeout: float | None
-    ) -> CommandResult: ...
+    async def run_command(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult: ...
     async def clarify(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str: ...
 
 
@@ -178,9 +176,9 @@ class ThreadSink:
     ) -> None:
         if tool_call_id not in self._tools:
             raise ValueError(f"unknown tool call id {tool_call_id!r}: start it with tool_call()")
-        self._push(ToolCallUpdated(
-            tool_call_id, status, title, None if content is None else tuple(content), raw_output
-        ))
+        self._push(
+            ToolCallUpdated(tool_call_id, status, title, None if content is None else tuple(content), raw_output)
+        )
         if status == "in_progress":
             # The tool is about to run: wait until its "dispatched" record is published (and
             # journaled), so a crash can never hide a side effect that happened.

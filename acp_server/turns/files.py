@@ -29,7 +29,7 @@ def slice_lines(text: str, line: int | None, limit: int | None) -> str:
         return text
     lines = text.splitlines(keepends=True)
     start = max((line or 1) - 1, 0)
-    return "".join(lines[start:] if limit is None else lines[start:start + limit])
+    return "".join(lines[start:] if limit is None else lines[start : start + limit])
 
 
 def replace_text(path: str, content: str) -> None:

@@ -84,9 +84,13 @@ async def _works(launcher: tuple[str, ...]) -> bool:
     # Old setpriv has no --pdeathsig; some sandboxes refuse the prctl.
     try:
         with anyio.fail_after(10):
-            done = await anyio.run_process(wrap(launcher, "exit 0", parent=os.getpid()), check=False,
-                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.DEVNULL)
+            done = await anyio.run_process(
+                wrap(launcher, "exit 0", parent=os.getpid()),
+                check=False,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
     except (OSError, TimeoutError):
         return False
     return done.returncode == 0

@@ -98,9 +98,7 @@ def to_update(event: RuntimeEvent) -> dict[str, Any] | None:
         case PlanUpdated(entries=entries):
             return {
                 "sessionUpdate": "plan",
-                "entries": [
-                    {"content": e.content, "status": e.status, "priority": e.priority} for e in entries
-                ],
+                "entries": [{"content": e.content, "status": e.status, "priority": e.priority} for e in entries],
             }
         case UsageReported():
             return _usage(event)

@@ -55,7 +55,7 @@ class PermissionFlow:
             await self.emit(PermissionDecided(tool.tool_call_id, "allowed" if verdict == "allow" else "rejected", by))
             if verdict == "allow":
                 return PermissionDecision(True)
-            why = "an earlier \"always reject\"" if by == "remembered" else f"{self.mode()} mode"
+            why = 'an earlier "always reject"' if by == "remembered" else f"{self.mode()} mode"
             return PermissionDecision(False, reason=f"Refused by {why}")
         try:
             decision, outcome, option = await self._ask_user(tool)

@@ -48,23 +48,55 @@ _TABLE: dict[str, dict[str, Verdict]] = {
 # Tool names that runtimes commonly report, mapped to ACP kinds; the prefix rules below cover
 # the rest ("read_file", "grep_search", "run_terminal_cmd", ...).
 _NAMED_KINDS = {
-    "cat": "read", "view": "read", "open": "read", "ls": "search", "find": "search", "glob": "search",
-    "grep": "search", "rg": "search", "bash": "execute", "shell": "execute", "sh": "execute",
-    "exec": "execute", "terminal": "execute", "patch": "edit", "apply_patch": "edit", "rm": "delete",
-    "mv": "move", "rename": "move", "fetch": "fetch", "http": "fetch", "web_search": "fetch",
-    "think": "think", "plan": "think",
+    "cat": "read",
+    "view": "read",
+    "open": "read",
+    "ls": "search",
+    "find": "search",
+    "glob": "search",
+    "grep": "search",
+    "rg": "search",
+    "bash": "execute",
+    "shell": "execute",
+    "sh": "execute",
+    "exec": "execute",
+    "terminal": "execute",
+    "patch": "edit",
+    "apply_patch": "edit",
+    "rm": "delete",
+    "mv": "move",
+    "rename": "move",
+    "fetch": "fetch",
+    "http": "fetch",
+    "web_search": "fetch",
+    "think": "think",
+    "plan": "think",
 }
 _PREFIX_KINDS = (
-    ("read", "read"), ("get", "read"), ("list", "search"), ("search", "search"), ("find", "search"),
-    ("write", "edit"), ("edit", "edit"), ("create", "edit"), ("replace", "edit"), ("update", "edit"),
-    ("insert", "edit"), ("delete", "delete"), ("remove", "delete"), ("move", "move"),
-    ("run", "execute"), ("execute", "execute"), ("fetch", "fetch"), ("download", "fetch"),
+    ("read", "read"),
+    ("get", "read"),
+    ("list", "search"),
+    ("search", "search"),
+    ("find", "search"),
+    ("write", "edit"),
+    ("edit", "edit"),
+    ("create", "edit"),
+    ("replace", "edit"),
+    ("update", "edit"),
+    ("insert", "edit"),
+    ("delete", "delete"),
+    ("remove", "delete"),
+    ("move", "move"),
+    ("run", "execute"),
+    ("execute", "execute"),
+    ("fetch", "fetch"),
+    ("download", "fetch"),
 )
 
 
 @dataclass(slots=True)
 class PermissionMemory:
-    """"Always" answers of one session: `always_key` -> allowed; persisted with the session."""
+    """ "Always" answers of one session: `always_key` -> allowed; persisted with the session."""
 
     decisions: dict[str, bool] = field(default_factory=dict[str, bool])
 

@@ -42,8 +42,12 @@ class OutputTail:
 
 async def run_local(command: str, *, cwd: str, timeout: float | None) -> CommandResult:
     process = await asyncio.create_subprocess_exec(
-        *await LIFELINE.argv(command), cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+        *await LIFELINE.argv(command),
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
     )
     tail = OutputTail(OUTPUT_LIMIT)
     finished = False

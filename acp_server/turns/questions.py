@@ -32,25 +32,31 @@ class Questions:
             return await self._ask_form(question, choices, tool_call_id)
         if choices:
             return await self._ask_choices(question, choices, tool_call_id)
-        raise ToolRefused("Cannot ask the user: this editor shows neither forms (elicitation) nor choices "
-                          "for an open question")
+        raise ToolRefused(
+            "Cannot ask the user: this editor shows neither forms (elicitation) nor choices for an open question"
+        )
 
     async def _ask_form(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
         answer: dict[str, Any] = {"type": "string", "title": "Answer"}
         if choices:
             answer["enum"] = list(choices)
         params: dict[str, Any] = {
-            "message": question, "mode": "form",
+            "message": question,
+            "mode": "form",
             "requestedSchema": {"type": "object", "properties": {"answer": answer}, "required": ["answer"]},
         }
         if tool_call_id is not None:
             params["toolCallId"] = tool_call_id
-        reply = parse(ElicitationResult, await self.channel.call(methods.ELICITATION_CREATE, params,
-                                                                 timeout=self.timeout))
+        reply = parse(
+            ElicitationResult, await self.channel.call(methods.ELICITATION_CREATE, params, timeout=self.timeout)
+        )
         given = (reply.content or {}).get("answer")
         if reply.action != "accept" or not isinstance(given, str):
-            raise ToolRefused("The user declined to answer" if reply.action == "decline" else
-                              "The question was dismissed without an answer")
+            raise ToolRefused(
+                "The user declined to answer"
+                if reply.action == "decline"
+                else "The question was dismissed without an answer"
+            )
         return given
 
     async def _ask_choices(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
@@ -58,8 +64,9 @@ class Questions:
         call_id = tool_call_id or f"call_{uuid.uuid4().hex[:16]}"
         if own_call:
             await self.emit(ToolCallStarted(call_id, question, "think"))
-        options = [{"optionId": f"choice_{n}", "name": choice, "kind": "allow_once"}
-                   for n, choice in enumerate(choices)]
+        options = [
+            {"optionId": f"choice_{n}", "name": choice, "kind": "allow_once"} for n, choice in enumerate(choices)
+        ]
         options.append({"optionId": "skip", "name": "Skip", "kind": "reject_once"})
         params = {"toolCall": {"toolCallId": call_id, "title": question, "kind": "think"}, "options": options}
         result = await self.channel.call(methods.REQUEST_PERMISSION, params, timeout=self.timeout)

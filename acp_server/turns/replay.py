@@ -32,12 +32,10 @@ def iso(timestamp: float) -> str:
 
 
 def interrupted_notice(run_id: str, ended_at: float | None) -> list[dict[str, Any]]:
-    info: dict[str, Any] = {"sessionUpdate": "session_info_update",
-                            "_meta": {"acp-server": {"interruptedRun": run_id}}}
+    info: dict[str, Any] = {"sessionUpdate": "session_info_update", "_meta": {"acp-server": {"interruptedRun": run_id}}}
     if ended_at is not None:
         info["updatedAt"] = iso(ended_at)
-    return [{"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": INTERRUPTED_NOTICE}},
-            info]
+    return [{"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": INTERRUPTED_NOTICE}}, info]
 
 
 class _TextMerger:

@@ -40,10 +40,17 @@ class ClientTools:
     ) -> None:
         channel = EditorChannel(peer, session_id)
         self._mode = mode
-        self._permission = PermissionFlow(channel=channel, permissions=permissions, mode=mode, emit=emit,
-                                          timeout=permission_timeout, on_remember=on_remember)
-        self._questions = Questions(channel=channel, forms=client.elicitation_form, emit=emit,
-                                    timeout=permission_timeout)
+        self._permission = PermissionFlow(
+            channel=channel,
+            permissions=permissions,
+            mode=mode,
+            emit=emit,
+            timeout=permission_timeout,
+            on_remember=on_remember,
+        )
+        self._questions = Questions(
+            channel=channel, forms=client.elicitation_form, emit=emit, timeout=permission_timeout
+        )
         self._files = Files(channel=channel, client=client, cwd=cwd, roots=roots)
         self._commands = CommandRunner(channel=channel, in_editor=client.terminal, cwd=cwd, emit=emit)
 

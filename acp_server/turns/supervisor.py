@@ -206,8 +206,7 @@ async def run_turn(
                 ticket.on_cancel(cancel)
                 outcome = await _pump(sink, tracked, numbering, tg, asks)
             if outcome is None:
-                log.warning("turn of session %s ignored cancellation for %.1f s; abandoned",
-                            turn.session_id, grace)
+                log.warning("turn of session %s ignored cancellation for %.1f s; abandoned", turn.session_id, grace)
                 outcome = TurnOutcome("cancelled")
             tg.cancel_scope.cancel()  # an abandoned worker must not hold the turn open
     finally:
@@ -221,13 +220,15 @@ async def run_turn(
     return TurnOutcome("cancelled") if ticket.cancelled else final
 
 
-async def _run_worker(sink: ThreadSink, adapter: RuntimeAdapter, turn: TurnInput,
-                      limiter: anyio.CapacityLimiter) -> None:
+async def _run_worker(
+    sink: ThreadSink, adapter: RuntimeAdapter, turn: TurnInput, limiter: anyio.CapacityLimiter
+) -> None:
     await anyio.to_thread.run_sync(sink.work, adapter, turn, limiter=limiter, abandon_on_cancel=True)
 
 
-async def _pump(sink: ThreadSink, publish: Publish, numbering: RunNumbering,
-                tg: anyio.abc.TaskGroup, asks: AskScopes) -> TurnOutcome | None:
+async def _pump(
+    sink: ThreadSink, publish: Publish, numbering: RunNumbering, tg: anyio.abc.TaskGroup, asks: AskScopes
+) -> TurnOutcome | None:
     while True:
         for item in await sink.take():
             if isinstance(item, Finished):
@@ -245,8 +246,9 @@ def _outcome(finished: Finished, *, cancelled: bool) -> TurnOutcome:
         if isinstance(finished.error, AgentError):
             return TurnOutcome("error", str(finished.error))
         log.error("the agent raised", exc_info=finished.error)
-        return TurnOutcome("error", f"The agent failed ({type(finished.error).__name__}); "
-                                    "the server log has the details")
+        return TurnOutcome(
+            "error", f"The agent failed ({type(finished.error).__name__}); the server log has the details"
+        )
     if finished.result not in STOP_REASONS or finished.result == "cancelled":
         log.warning("the agent returned %r, not a stop reason; treating it as end_turn", finished.result)
         return TurnOutcome("end_turn")

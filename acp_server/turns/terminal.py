@@ -38,9 +38,15 @@ class CommandRunner:
         return await run_local(command, cwd=self.cwd, timeout=timeout)
 
     async def _run_in_editor(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult:
-        created = await self.channel.call(methods.TERMINAL_CREATE, {
-            "command": "/bin/sh", "args": ["-c", command], "cwd": self.cwd, "outputByteLimit": OUTPUT_LIMIT,
-        })
+        created = await self.channel.call(
+            methods.TERMINAL_CREATE,
+            {
+                "command": "/bin/sh",
+                "args": ["-c", command],
+                "cwd": self.cwd,
+                "outputByteLimit": OUTPUT_LIMIT,
+            },
+        )
         terminal_id = parse(CreateTerminalResult, created).terminal_id
         ref = {"terminalId": terminal_id}
         try:
@@ -48,8 +54,9 @@ class CommandRunner:
                 await self.emit(ToolCallUpdated(tool_call_id, content=(TerminalContent(terminal_id),)))
             exit_status: TerminalExit | None = None
             with anyio.move_on_after(timeout):
-                exit_status = parse(TerminalExit, await self.channel.call(methods.TERMINAL_WAIT_FOR_EXIT, ref,
-                                                                          timeout=None))
+                exit_status = parse(
+                    TerminalExit, await self.channel.call(methods.TERMINAL_WAIT_FOR_EXIT, ref, timeout=None)
+                )
             if exit_status is None:
                 await self.channel.call(methods.TERMINAL_KILL, ref)
             output = parse(TerminalOutputResult, await self.channel.call(methods.TERMINAL_OUTPUT, ref))

@@ -153,8 +153,7 @@ class OpenAIAdapter:
             self._mcp[turn.session_id] = fresh
         return fresh.tools
 
-    def _requests(self, turn: TurnInput, sink: Sink, model: str, abort: Abort,
-                  tools: Mapping[str, Tool]) -> StopReason:
+    def _requests(self, turn: TurnInput, sink: Sink, model: str, abort: Abort, tools: Mapping[str, Tool]) -> StopReason:
         """Ask, run the tool calls, ask again: until the model stops or the limit is reached."""
         workspace = Workspace(sink, turn.cwd)
         messages = self._messages(turn)
@@ -190,8 +189,9 @@ class OpenAIAdapter:
         messages.append({"role": "user", "content": turn.text})
         return messages
 
-    def _payload(self, model: str, messages: list[dict[str, Any]], tools: Mapping[str, Tool],
-                 config: Mapping[str, Any]) -> dict[str, Any]:
+    def _payload(
+        self, model: str, messages: list[dict[str, Any]], tools: Mapping[str, Tool], config: Mapping[str, Any]
+    ) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -215,8 +215,13 @@ class OpenAIAdapter:
         if isinstance(cost, int | float) and not isinstance(cost, bool):
             # ACP's usage_update carries the session's cumulative cost.
             self._costs[session_id] = self._costs.get(session_id, 0.0) + float(cost)
-        sink.usage(input_tokens=prompt, output_tokens=completion, cost_usd=self._costs.get(session_id),
-                   context_used=prompt + completion, context_size=self._window(model))
+        sink.usage(
+            input_tokens=prompt,
+            output_tokens=completion,
+            cost_usd=self._costs.get(session_id),
+            context_used=prompt + completion,
+            context_size=self._window(model),
+        )
 
     # --- settings ------------------------------------------------------------------------
 
@@ -226,8 +231,10 @@ class OpenAIAdapter:
             return "The openai agent is misconfigured: " + "; ".join(self.settings.problems)
         host = urlsplit(self.settings.base_url).hostname or ""
         if not self.settings.api_key and any(host == h or host.endswith("." + h) for h in KEYED_HOSTS):
-            return (f"No API key for {self.settings.base_url}. Set OPENAI_API_KEY or api_key in "
-                    f"[openai] of {self.settings.shown_path}.")
+            return (
+                f"No API key for {self.settings.base_url}. Set OPENAI_API_KEY or api_key in "
+                f"[openai] of {self.settings.shown_path}."
+            )
         return None
 
     def _default_model(self, listed: list[str]) -> str | None:
@@ -244,8 +251,10 @@ class OpenAIAdapter:
         return model
 
     def _no_model_message(self) -> str:
-        return (f"No model is configured for {self.settings.base_url}. Pass --model, set ACP_SERVER_MODEL, "
-                f"or set model in [openai] of {self.settings.shown_path}.")
+        return (
+            f"No model is configured for {self.settings.base_url}. Pass --model, set ACP_SERVER_MODEL, "
+            f"or set model in [openai] of {self.settings.shown_path}."
+        )
 
     def _window(self, model: str | None) -> int | None:
         return self.settings.context_window or self._catalog.window(model)

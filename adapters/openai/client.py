@@ -147,8 +147,9 @@ class Endpoint:
 
         if abort.aborted:
             raise TurnCancelled("the turn was cancelled")
-        request = self.client().build_request("POST", url, json=payload, headers={"Accept": "text/event-stream"},
-                                              extensions={"trace": abort.trace})
+        request = self.client().build_request(
+            "POST", url, json=payload, headers={"Accept": "text/event-stream"}, extensions={"trace": abort.trace}
+        )
         try:
             response = self.client().send(request, stream=True)
         except httpx.HTTPError as exc:
@@ -174,25 +175,35 @@ class Endpoint:
             if abort.aborted or sink.cancelled:
                 raise TurnCancelled("the turn was cancelled") from None
             if isinstance(exc, httpx.TimeoutException):
-                raise AgentError(f"The model endpoint {self.base_url} stopped sending for "
-                                 f"{READ_TIMEOUT:g} s in the middle of a response") from None
-            raise AgentError(f"The connection to the model endpoint {self.base_url} broke in the middle "
-                             f"of a response ({_reason(exc)})") from None
+                raise AgentError(
+                    f"The model endpoint {self.base_url} stopped sending for "
+                    f"{READ_TIMEOUT:g} s in the middle of a response"
+                ) from None
+            raise AgentError(
+                f"The connection to the model endpoint {self.base_url} broke in the middle "
+                f"of a response ({_reason(exc)})"
+            ) from None
 
     # --- messages ----------------------------------------------------------------------
 
     def _unreachable(self, exc: httpx.HTTPError) -> str:
-        return (f"Cannot reach the model endpoint {self.base_url} ({_reason(exc)}). "
-                f"Set OPENAI_BASE_URL or base_url in {self._hint}.")
+        return (
+            f"Cannot reach the model endpoint {self.base_url} ({_reason(exc)}). "
+            f"Set OPENAI_BASE_URL or base_url in {self._hint}."
+        )
 
     def _http_failure(self, status: int, text: str, url: str, *, retried: int = 0) -> str:
         said = f": {text}" if text else ""
         if status in (401, 403):
-            return (f"The model endpoint {self.base_url} refused the API key (HTTP {status}{said}). "
-                    f"Set OPENAI_API_KEY or api_key in {self._hint}.")
+            return (
+                f"The model endpoint {self.base_url} refused the API key (HTTP {status}{said}). "
+                f"Set OPENAI_API_KEY or api_key in {self._hint}."
+            )
         if status == 404:
-            return (f"The model endpoint answered HTTP 404 for {url}{said}. Check base_url "
-                    f"(OPENAI_BASE_URL, usually ending in /v1) and the model name.")
+            return (
+                f"The model endpoint answered HTTP 404 for {url}{said}. Check base_url "
+                f"(OPENAI_BASE_URL, usually ending in /v1) and the model name."
+            )
         tries = f" after {retried + 1} attempts" if retried else ""
         if status == 429:
             return f"The model endpoint {self.base_url} is rate limiting requests (HTTP 429{tries}){said}"

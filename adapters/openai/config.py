@@ -75,7 +75,7 @@ def mask_key(key: str | None) -> str:
 
 def shorten_home(path: str) -> str:
     home = str(Path.home())
-    return "~" + path[len(home):] if path == home or path.startswith(home + os.sep) else path
+    return "~" + path[len(home) :] if path == home or path.startswith(home + os.sep) else path
 
 
 def config_path(env: Mapping[str, str], explicit: str | os.PathLike[str] | None = None) -> str:
@@ -123,8 +123,12 @@ def problems_of(problems: list[str]) -> set[str]:
 
 
 def _pick(
-    name: str, default: Any, flags: Mapping[str, Any], env: Mapping[str, str],
-    file_values: Mapping[str, Any], path: str,
+    name: str,
+    default: Any,
+    flags: Mapping[str, Any],
+    env: Mapping[str, str],
+    file_values: Mapping[str, Any],
+    path: str,
 ) -> tuple[Any, str]:
     if flags.get(name) is not None:
         return flags[name], "flag"
@@ -153,8 +157,7 @@ def _read_file(path: str) -> tuple[dict[str, Any], list[str]]:
         return {}, [f"config file {shown}: [{SECTION}] must be a table"]
     unknown = sorted(set(section) - set(DEFAULTS))
     problems = [
-        f"config file {shown}: unknown key {key!r} in [{SECTION}]; known keys: {', '.join(DEFAULTS)}"
-        for key in unknown
+        f"config file {shown}: unknown key {key!r} in [{SECTION}]; known keys: {', '.join(DEFAULTS)}" for key in unknown
     ]
     return {k: v for k, v in section.items() if k in DEFAULTS}, problems
 

@@ -167,8 +167,12 @@ class McpTools:
         schema = entry.input_schema  # validated by mcp as a JSON object
 
         def build(args: Mapping[str, Any], ws: Workspace) -> Action:
-            return Action(f"{server}: {entry.title or entry.name}", "other",
-                          lambda tid: self._call(client, entry.name, dict(args), ws.sink), ask=True)
+            return Action(
+                f"{server}: {entry.title or entry.name}",
+                "other",
+                lambda tid: self._call(client, entry.name, dict(args), ws.sink),
+                ask=True,
+            )
 
         description = f"[MCP server {server}] {entry.description or entry.name}"
         return Tool(tool_name(server, entry.name), description, schema, build)
@@ -223,8 +227,9 @@ async def _target(server: Mapping[str, Any], cwd: str, stack: AsyncExitStack) ->
     if server.get("type", "stdio") == "stdio":
         from mcp.client.stdio import StdioServerParameters
 
-        return StdioServerParameters(command=server["command"], args=list(server.get("args") or []),
-                                     env=pairs or None, cwd=cwd)
+        return StdioServerParameters(
+            command=server["command"], args=list(server.get("args") or []), env=pairs or None, cwd=cwd
+        )
     if server.get("type") == "http":
         import httpx2
         from mcp.client.streamable_http import streamable_http_client

@@ -92,14 +92,24 @@ def config_options(default_model: str | None, listed: list[str]) -> tuple[Config
     options: list[ConfigOption] = []
     names = list(dict.fromkeys([default_model, *listed] if default_model else listed))
     if default_model:
-        options.append(ConfigOption(
-            id="model", name="Model", category="model", default=default_model,
-            choices=tuple(ConfigChoice(name, name) for name in names),
-            description="The model the endpoint runs for this session",
-        ))
-    options.append(ConfigOption(
-        id="reasoning_effort", name="Reasoning effort", category="thought_level", default="default",
-        choices=tuple(ConfigChoice(e, e.capitalize() if e != "default" else "Model default") for e in EFFORTS),
-        description="How long a reasoning model thinks before answering",
-    ))
+        options.append(
+            ConfigOption(
+                id="model",
+                name="Model",
+                category="model",
+                default=default_model,
+                choices=tuple(ConfigChoice(name, name) for name in names),
+                description="The model the endpoint runs for this session",
+            )
+        )
+    options.append(
+        ConfigOption(
+            id="reasoning_effort",
+            name="Reasoning effort",
+            category="thought_level",
+            default="default",
+            choices=tuple(ConfigChoice(e, e.capitalize() if e != "default" else "Model default") for e in EFFORTS),
+            description="How long a reasoning model thinks before answering",
+        )
+    )
     return tuple(options)

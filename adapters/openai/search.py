@@ -52,7 +52,11 @@ class SearchResult:
 
 
 def search_text(
-    cwd: str, pattern: str, path: str = ".", *, check: Callable[[], None] = lambda: None,
+    cwd: str,
+    pattern: str,
+    path: str = ".",
+    *,
+    check: Callable[[], None] = lambda: None,
 ) -> SearchResult:
     """Lines matching the regular expression (or literal text when it is not one)."""
     start = confine(path, cwd=cwd)
@@ -124,7 +128,7 @@ def _ancestor_rules(root: str, start: str) -> list[tuple[str, Matcher]]:
 
 
 def _ignored(rules: list[tuple[str, Matcher]], rel: str) -> bool:
-    return any(rel.startswith(base) and spec(rel[len(base):]) for base, spec in rules)
+    return any(rel.startswith(base) and spec(rel[len(base) :]) for base, spec in rules)
 
 
 def _load_rules(directory: str) -> Matcher | None:

@@ -67,8 +67,10 @@ class Tool:
     build: Builder
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +94,7 @@ def execute(call: Call, tool: Tool | None, ws: Workspace) -> str:
         tid = sink.tool_call(call.name or "unknown tool", name=call.name, raw_input=call.arguments or None)
         sink.tool_update(tid, status="failed", content=[TextContent(str(exc))])
         return f"Error: {exc}"
-    tid = sink.tool_call(action.title, kind=action.kind, name=call.name, raw_input=args,
-                         locations=action.locations)
+    tid = sink.tool_call(action.title, kind=action.kind, name=call.name, raw_input=args, locations=action.locations)
     preview: tuple[ToolContent, ...] = ()
     try:
         if action.preview is not None:
@@ -179,8 +180,12 @@ def _read_file(args: Mapping[str, Any], ws: Workspace) -> Action:
 
 def _list_directory(args: Mapping[str, Any], ws: Workspace) -> Action:
     path = _str(args, "path", required=False) or "."
-    return Action(f"List {path}", "search", lambda tid: Outcome(search.list_directory(ws.cwd, path)),
-                  locations=(ws.absolute(path),))
+    return Action(
+        f"List {path}",
+        "search",
+        lambda tid: Outcome(search.list_directory(ws.cwd, path)),
+        locations=(ws.absolute(path),),
+    )
 
 
 def _search_text(args: Mapping[str, Any], ws: Workspace) -> Action:
@@ -223,11 +228,13 @@ def _edit_file(args: Mapping[str, Any], ws: Workspace) -> Action:
         old = ws.sink.read_text_file(path)
         count = old.count(old_string)
         if count == 0:
-            raise ToolRefused(f"old_string was not found in {path}; read the file and copy the exact text, "
-                              "whitespace included")
+            raise ToolRefused(
+                f"old_string was not found in {path}; read the file and copy the exact text, whitespace included"
+            )
         if count > 1:
-            raise ToolRefused(f"old_string occurs {count} times in {path}; include more surrounding text "
-                              "so that it is unique")
+            raise ToolRefused(
+                f"old_string occurs {count} times in {path}; include more surrounding text so that it is unique"
+            )
         new = old.replace(old_string, new_string, 1)
         diff.append(DiffContent(path=ws.absolute(path), new_text=new, old_text=old))
         return tuple(diff)
@@ -247,12 +254,18 @@ def _run_command(args: Mapping[str, Any], ws: Workspace) -> Action:
         result = ws.sink.run_command(command, tool_call_id=tid, timeout=timeout)
         ended = f"signal {result.signal}" if result.signal else f"exit code {result.exit_code}"
         shown: tuple[ToolContent, ...] = (
-            (TerminalContent(result.terminal_id),) if result.terminal_id
-            else (TextContent(f"```\n{result.output.rstrip()}\n```"),) if result.output.strip() else ()
+            (TerminalContent(result.terminal_id),)
+            if result.terminal_id
+            else (TextContent(f"```\n{result.output.rstrip()}\n```"),)
+            if result.output.strip()
+            else ()
         )
-        return Outcome(f"{ended}\n{cap(result.output, MAX_RESULT_CHARS - 100)}", shown,
-                       "completed" if result.exit_code == 0 else "failed",
-                       {"exitCode": result.exit_code, "signal": result.signal})
+        return Outcome(
+            f"{ended}\n{cap(result.output, MAX_RESULT_CHARS - 100)}",
+            shown,
+            "completed" if result.exit_code == 0 else "failed",
+            {"exitCode": result.exit_code, "signal": result.signal},
+        )
 
     title = command if len(command) <= 80 else command[:77] + "..."
     return Action(f"`{title}`", "execute", run, ask=True)
@@ -267,29 +280,63 @@ def _schema(required: list[str], **props: tuple[str, str]) -> dict[str, Any]:
 
 
 BUILTIN_TOOLS: tuple[Tool, ...] = (
-    Tool("read_file", "Read a text file of the workspace, optionally only some lines (1-based, inclusive).",
-         _schema(["path"], path=("string", "File path, relative to the workspace"),
-                 start_line=("integer", "First line to read"), end_line=("integer", "Last line to read")),
-         _read_file),
-    Tool("list_directory", "List the entries of a directory of the workspace (directories end with /).",
-         _schema([], path=("string", "Directory path, relative to the workspace; default '.'")),
-         _list_directory),
-    Tool("search_text", "Search the workspace's files for lines matching a regular expression; "
-         "skips files ignored by .gitignore. Answers path:line: text.",
-         _schema(["pattern"], pattern=("string", "Python regular expression"),
-                 path=("string", "File or directory to search; default the whole workspace")),
-         _search_text),
-    Tool("write_file", "Create a file or replace its whole content.",
-         _schema(["path", "content"], path=("string", "File path, relative to the workspace"),
-                 content=("string", "The complete new content")),
-         _write_file),
-    Tool("edit_file", "Replace one exact, unique occurrence of old_string in a file by new_string.",
-         _schema(["path", "old_string", "new_string"], path=("string", "File path, relative to the workspace"),
-                 old_string=("string", "Exact text to replace, whitespace included; must occur once"),
-                 new_string=("string", "The replacement text")),
-         _edit_file),
-    Tool("run_command", "Run a shell command in the workspace directory and return its output and exit code.",
-         _schema(["command"], command=("string", "The shell command line"),
-                 timeout=("integer", f"Seconds before it is stopped; default {DEFAULT_COMMAND_TIMEOUT:g}")),
-         _run_command),
+    Tool(
+        "read_file",
+        "Read a text file of the workspace, optionally only some lines (1-based, inclusive).",
+        _schema(
+            ["path"],
+            path=("string", "File path, relative to the workspace"),
+            start_line=("integer", "First line to read"),
+            end_line=("integer", "Last line to read"),
+        ),
+        _read_file,
+    ),
+    Tool(
+        "list_directory",
+        "List the entries of a directory of the workspace (directories end with /).",
+        _schema([], path=("string", "Directory path, relative to the workspace; default '.'")),
+        _list_directory,
+    ),
+    Tool(
+        "search_text",
+        "Search the workspace's files for lines matching a regular expression; "
+        "skips files ignored by .gitignore. Answers path:line: text.",
+        _schema(
+            ["pattern"],
+            pattern=("string", "Python regular expression"),
+            path=("string", "File or directory to search; default the whole workspace"),
+        ),
+        _search_text,
+    ),
+    Tool(
+        "write_file",
+        "Create a file or replace its whole content.",
+        _schema(
+            ["path", "content"],
+            path=("string", "File path, relative to the workspace"),
+            content=("string", "The complete new content"),
+        ),
+        _write_file,
+    ),
+    Tool(
+        "edit_file",
+        "Replace one exact, unique occurrence of old_string in a file by new_string.",
+        _schema(
+            ["path", "old_string", "new_string"],
+            path=("string", "File path, relative to the workspace"),
+            old_string=("string", "Exact text to replace, whitespace included; must occur once"),
+            new_string=("string", "The replacement text"),
+        ),
+        _edit_file,
+    ),
+    Tool(
+        "run_command",
+        "Run a shell command in the workspace directory and return its output and exit code.",
+        _schema(
+            ["command"],
+            command=("string", "The shell command line"),
+            timeout=("integer", f"Seconds before it is stopped; default {DEFAULT_COMMAND_TIMEOUT:g}"),
+        ),
+        _run_command,
+    ),
 )

@@ -148,11 +148,13 @@ class Recorder:
         if chosen is None:
             return schema.RequestPermissionResponse(outcome=schema.DeniedOutcome(outcome="cancelled"))
         return schema.RequestPermissionResponse(
-            outcome=schema.AllowedOutcome(outcome="selected", option_id=chosen.option_id))
+            outcome=schema.AllowedOutcome(outcome="selected", option_id=chosen.option_id)
+        )
 
     async def session_update(self, session_id, update, **kwargs):
-        self.updates.append({"sessionId": session_id,
-                             "update": update.model_dump(mode="json", by_alias=True, exclude_unset=True)})
+        self.updates.append(
+            {"sessionId": session_id, "update": update.model_dump(mode="json", by_alias=True, exclude_unset=True)}
+        )
 
     async def read_text_file(self, session_id, path, line=None, limit=None, **kwargs):
         self.summary["fsReads"].append({"process": self.label, "path": path, "line": line, "limit": limit})
@@ -163,7 +165,7 @@ class Recorder:
         if line is not None or limit is not None:
             start = max((line or 1) - 1, 0)
             lines = text.split("\n")
-            text = "\n".join(lines[start:start + limit] if limit is not None else lines[start:])
+            text = "\n".join(lines[start : start + limit] if limit is not None else lines[start:])
         return schema.ReadTextFileResponse(content=text)
 
     async def write_text_file(self, session_id, path, content, **kwargs):
@@ -177,15 +179,19 @@ def describe_updates(notifications: list[dict[str, Any]]) -> dict[str, Any]:
     updates = [n["update"] for n in notifications]
 
     def text_of(kind: str) -> str:
-        return "".join(u["content"]["text"] for u in updates
-                       if u["sessionUpdate"] == kind and u.get("content", {}).get("type") == "text")
+        return "".join(
+            u["content"]["text"]
+            for u in updates
+            if u["sessionUpdate"] == kind and u.get("content", {}).get("type") == "text"
+        )
 
     calls: dict[str, dict[str, Any]] = {}
     for u in updates:
         if u["sessionUpdate"] not in ("tool_call", "tool_call_update"):
             continue
-        call = calls.setdefault(u["toolCallId"], {"title": None, "kind": None, "statuses": [], "contentTypes": [],
-                                                  "rawOutput": None})
+        call = calls.setdefault(
+            u["toolCallId"], {"title": None, "kind": None, "statuses": [], "contentTypes": [], "rawOutput": None}
+        )
         for key in ("title", "kind", "rawOutput"):
             if u.get(key) is not None:
                 call[key] = u[key]
@@ -211,8 +217,15 @@ class Server:
         self.label = label
         self.timeout = config.get("timeoutMs", 15000) / 1000
         self.client = Recorder(summary, label, config.get("permission", "allow_once"))
-        self.proc: dict[str, Any] = {"label": label, "stderr": "", "exit": None, "rawIncoming": {},
-                                     "outgoingErrors": [], "order": [], "sent": []}
+        self.proc: dict[str, Any] = {
+            "label": label,
+            "stderr": "",
+            "exit": None,
+            "rawIncoming": {},
+            "outgoingErrors": [],
+            "order": [],
+            "sent": [],
+        }
         summary["processes"].append(self.proc)
         self.methods_by_id: dict[Any, str] = {}  # our requests
         self.incoming_methods: dict[Any, str] = {}  # the server's requests
@@ -233,15 +246,18 @@ class Server:
             if "method" in message and "id" in message:
                 self.methods_by_id[message["id"]] = message["method"]
             self.proc["sent"].append(
-                f"{'request' if 'id' in message else 'notification'} {message['method']}" if "method" in message
-                else f"{'error' if 'error' in message else 'response'} {self.incoming_methods.get(message.get('id'))}")
+                f"{'request' if 'id' in message else 'notification'} {message['method']}"
+                if "method" in message
+                else f"{'error' if 'error' in message else 'response'} {self.incoming_methods.get(message.get('id'))}"
+            )
             if "error" in message:
                 self.proc["outgoingErrors"].append(message)
                 if message.get("id") is None:
                     problem("sdk-rejected-frame", message)
                 elif message["error"].get("code") == -32601:
                     self.summary["unexpectedRequests"].append(
-                        {"process": self.label, "method": self.incoming_methods.get(message["id"])})
+                        {"process": self.label, "method": self.incoming_methods.get(message["id"])}
+                    )
             return
         if "method" in message and "id" in message:
             self.incoming_methods[message["id"]] = message["method"]
@@ -267,10 +283,15 @@ class Server:
     async def __aenter__(self) -> Server:
         server = self.config["server"]
         self._stack = contextlib.AsyncExitStack()
-        self.conn, self.process = await self._stack.enter_async_context(acp.spawn_agent_process(
-            self.client, server["command"], *server.get("args", []),
-            env={**os.environ, **server.get("env", {})}, observers=[self.observe],
-        ))
+        self.conn, self.process = await self._stack.enter_async_context(
+            acp.spawn_agent_process(
+                self.client,
+                server["command"],
+                *server.get("args", []),
+                env={**os.environ, **server.get("env", {})},
+                observers=[self.observe],
+            )
+        )
         self._stderr_task = asyncio.create_task(self._read_stderr())
         return self
 
@@ -301,29 +322,39 @@ class Server:
             self.raw_updates = len(self.client.updates)
 
     async def initialize(self) -> dict[str, Any]:
-        response = await self.call("initialize", self.conn.initialize(
-            protocol_version=acp.PROTOCOL_VERSION,
-            client_capabilities=schema.ClientCapabilities(
-                fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False),
-            client_info=schema.Implementation(name="acp-server-py-sdk-test", title="Python SDK test client",
-                                              version=version("agent-client-protocol")),
-        ))
+        response = await self.call(
+            "initialize",
+            self.conn.initialize(
+                protocol_version=acp.PROTOCOL_VERSION,
+                client_capabilities=schema.ClientCapabilities(
+                    fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False
+                ),
+                client_info=schema.Implementation(
+                    name="acp-server-py-sdk-test",
+                    title="Python SDK test client",
+                    version=version("agent-client-protocol"),
+                ),
+            ),
+        )
         return response.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     async def extra_call(self, call: dict[str, Any], session_id: str) -> dict[str, Any]:
         """One more request through the SDK's typed method for it (which validates the response)."""
         text = json.dumps(call.get("params", {}))
-        params = json.loads(text.replace('"$SESSION"', json.dumps(session_id)).replace('"$CWD"',
-                                                                                      json.dumps(self.config["cwd"])))
+        params = json.loads(
+            text.replace('"$SESSION"', json.dumps(session_id)).replace('"$CWD"', json.dumps(self.config["cwd"]))
+        )
         conn = self.conn
         senders = {
             "session/list": lambda p: conn.list_sessions(cwd=p.get("cwd"), cursor=p.get("cursor")),
-            "session/resume": lambda p: conn.resume_session(session_id=p["sessionId"], cwd=p["cwd"],
-                                                            mcp_servers=p.get("mcpServers")),
+            "session/resume": lambda p: conn.resume_session(
+                session_id=p["sessionId"], cwd=p["cwd"], mcp_servers=p.get("mcpServers")
+            ),
             "session/close": lambda p: conn.close_session(session_id=p["sessionId"]),
             "session/set_mode": lambda p: conn.set_session_mode(session_id=p["sessionId"], mode_id=p["modeId"]),
             "session/set_config_option": lambda p: conn.set_config_option(
-                config_id=p["configId"], session_id=p["sessionId"], value=p["value"]),
+                config_id=p["configId"], session_id=p["sessionId"], value=p["value"]
+            ),
         }
         try:
             result = await self.call(call["method"], senders[call["method"]](params))
@@ -337,8 +368,13 @@ class Server:
 
     async def run_turn(self, session_id: str, turn: dict[str, Any]) -> dict[str, Any]:
         start = len(self.client.updates)
-        record: dict[str, Any] = {"prompt": turn["prompt"], "stopReason": None, "error": None, "cancelled": False,
-                                  "cancelToResponseMs": None}
+        record: dict[str, Any] = {
+            "prompt": turn["prompt"],
+            "stopReason": None,
+            "error": None,
+            "cancelled": False,
+            "cancelToResponseMs": None,
+        }
         cancel_on = turn.get("cancelOn")
         cancel_sent: list[float] = []
 
@@ -351,8 +387,14 @@ class Server:
         self.client.cancel_on_permission = cancel if cancel_on == "permission" else None
         self.client.turn_ended.clear()
         self.client.answered.clear()
-        prompt = asyncio.create_task(self.call("session/prompt", self.conn.prompt(
-            session_id=session_id, prompt=[schema.TextContentBlock(type="text", text=turn["prompt"])])))
+        prompt = asyncio.create_task(
+            self.call(
+                "session/prompt",
+                self.conn.prompt(
+                    session_id=session_id, prompt=[schema.TextContentBlock(type="text", text=turn["prompt"])]
+                ),
+            )
+        )
         if cancel_on and cancel_on != "permission":
             # Watch for the first update of that kind in this turn, then cancel.
             while not prompt.done():
@@ -387,15 +429,21 @@ async def main(config: dict[str, Any], summary: dict[str, Any]) -> None:
         async with Server(config, summary, "second") as second:
             summary["reinitialize"] = await second.initialize()
             before = len(second.client.updates)
-            response = await second.call("session/load", second.conn.load_session(
-                cwd=config["cwd"], session_id=summary["sessionId"], mcp_servers=[]))
+            response = await second.call(
+                "session/load",
+                second.conn.load_session(cwd=config["cwd"], session_id=summary["sessionId"], mcp_servers=[]),
+            )
             await second.settle()
-            summary["load"] = {"response": response.model_dump(mode="json", by_alias=True, exclude_none=True),
-                               **describe_updates(second.client.updates[before:])}
-            summary["afterRestart"] = [await second.run_turn(summary["sessionId"], turn)
-                                       for turn in config["restart"].get("turns", [])]
-            summary["calls"] = [await second.extra_call(call, summary["sessionId"])
-                                for call in config["restart"].get("calls", [])]
+            summary["load"] = {
+                "response": response.model_dump(mode="json", by_alias=True, exclude_none=True),
+                **describe_updates(second.client.updates[before:]),
+            }
+            summary["afterRestart"] = [
+                await second.run_turn(summary["sessionId"], turn) for turn in config["restart"].get("turns", [])
+            ]
+            summary["calls"] = [
+                await second.extra_call(call, summary["sessionId"]) for call in config["restart"].get("calls", [])
+            ]
 
 
 def run() -> None:
@@ -407,9 +455,16 @@ def run() -> None:
     if "server" not in config and os.environ.get("ACP_SERVER_COMMAND"):
         command, *args = json.loads(os.environ["ACP_SERVER_COMMAND"])
         config["server"] = {"command": command, "args": args}
-    summary: dict[str, Any] = {"client": "agent-client-protocol", "sdkVersion": version("agent-client-protocol"),
-                               "permissionRequests": [], "fsReads": [], "fsWrites": [], "unexpectedRequests": [],
-                               "processes": [], "problems": problems}
+    summary: dict[str, Any] = {
+        "client": "agent-client-protocol",
+        "sdkVersion": version("agent-client-protocol"),
+        "permissionRequests": [],
+        "fsReads": [],
+        "fsWrites": [],
+        "unexpectedRequests": [],
+        "processes": [],
+        "problems": problems,
+    }
     try:
         asyncio.run(main(config, summary))
     except BaseException as exc:  # report, never crash without a summary
