@@ -91,7 +91,7 @@ class LoadSummary:
     peak_growth_mib: float
 
 
-def load_once(db: Path, session_id: str, tmp: Path) -> tuple[float, int, int, int]:
+def load_once(db: Path, session_id: str, tmp: Path, cwd: Path) -> tuple[float, int, int, int]:
     label = "acp-server (session/load)"
     with child([PY, "-m", "acp_server", "--agent", "echo", "--db", str(db)], label, tmp) as proc:
         client = LineClient(proc, label)
@@ -100,14 +100,14 @@ def load_once(db: Path, session_id: str, tmp: Path) -> tuple[float, int, int, in
         before = memory_kib(proc.pid)
         with deadline(proc, TIMEOUT, label):
             started = now()
-            client.wait_for(client.send("session/load", {"sessionId": session_id, "cwd": str(tmp), "mcpServers": []}))
+            client.wait_for(client.send("session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}))
             elapsed = now() - started
         after = memory_kib(proc.pid)
     return elapsed, client.notifications, before["VmRSS"], after["VmHWM"]
 
 
 def session_load(tmp: Path, runs: int, turns: int, chunks: int) -> LoadSummary:
-    from load import build  # bench/load.py's builder: prompt, tool call, text deltas per turn
+    from load import REPO, build  # bench/load.py's builder: prompt, tool call, text deltas per turn
 
     db = tmp / "load.db"
     started = now()
@@ -115,7 +115,7 @@ def session_load(tmp: Path, runs: int, turns: int, chunks: int) -> LoadSummary:
     progress(f"  built {turns} turns x {chunks} chunks in {now() - started:.2f} s ({db.stat().st_size / 1e6:.1f} MB)")
     results = []
     for index in range(runs):
-        elapsed, notifications, rss, peak = load_once(db, session_id, tmp)
+        elapsed, notifications, rss, peak = load_once(db, session_id, tmp, REPO)  # the cwd the session was built with
         results.append((elapsed, notifications, rss, peak))
         progress(
             f"  load run {index + 1}/{runs}: {elapsed * 1000:.1f} ms, {notifications} notifications, "
