@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from acp_server.cli.display import Display
+from acp_server.cli.settings import add_server_options
 from acp_server.turns.replay import iso, replay_updates
 
 if TYPE_CHECKING:  # the journal is imported when a command runs, not when the CLI parses
@@ -26,7 +27,9 @@ EXIT_NOT_FOUND = 1
 def add_commands(commands: Any) -> None:
     def command(name: str, help: str) -> argparse.ArgumentParser:
         parser = commands.add_parser(name, help=help, description=help)
-        parser.add_argument("--db", default=None, help="the journal (default: as the server's)")
+        # The server's options, `--db` among them, without defaults of their own: one given
+        # before the command keeps its value unless given again after it.
+        add_server_options(parser, defaults=False)
         return parser
 
     listing = command("sessions", "list stored sessions, newest first")

@@ -11,8 +11,17 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from acp_server.cli.settings import add_server_options, agent_settings, env_name
+from acp_server.cli.settings import add_server_options, agent_settings
+
+if TYPE_CHECKING:
+    from acp_server.rpc.trace import Trace
+
+# Loggers that follow --log-level; every other logger (aiosqlite logs each statement at DEBUG,
+# asyncio, httpx, httpcore, mcp ...) stays at WARNING unless named in --log-libraries.
+OWN_LOGGERS = ("acp_server", "adapters", "journal")
+ALL_LIBRARIES = frozenset({"all", "1", "true", "yes"})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,20 +58,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configure_logging(level: str, log_file: str | None) -> None:
+def configure_logging(level: str, log_file: str | None, *, libraries: str | None = None, agent: str = "") -> None:
+    """Our loggers (and a module:factory agent's) at `level`; the others at WARNING or above,
+    unless `libraries` names them (comma-separated) or is "all"."""
+    numeric = logging.getLevelNamesMapping().get(level.upper())
+    if numeric is None:
+        raise ValueError(f"unknown level {level!r}")
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:
         handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
-    logging.basicConfig(
-        level=level.upper(), handlers=handlers, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    raised = {name.strip() for name in (libraries or "").split(",") if name.strip()}
+    everything = bool(raised & ALL_LIBRARIES)
+    root = numeric if everything else max(numeric, logging.WARNING)
+    logging.basicConfig(level=root, handlers=handlers, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    module = agent.partition(":")[0] if ":" in agent else ""
+    for name in (*OWN_LOGGERS, *([module.split(".")[0]] if module else []), *(raised - ALL_LIBRARIES)):
+        logging.getLogger(name).setLevel(numeric)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        configure_logging(args.log_level, args.log_file)
+        configure_logging(args.log_level, args.log_file, libraries=args.log_libraries, agent=args.agent)
     except (ValueError, OSError) as exc:
         parser.error(f"--log-level/--log-file: {exc}")
     if args.command == "prompt":
@@ -76,8 +94,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is not None:
         from acp_server.cli.inspect import run_inspect_command
 
-        if getattr(args, "db", None) is None:
-            args.db = os.environ.get(env_name("--db"))
         return run_inspect_command(args)
     return _serve(args, parser)
 
@@ -100,15 +116,34 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.permission_timeout is not None and args.permission_timeout <= 0:
         parser.error("--permission-timeout must be a positive number of seconds")
     options = AgentOptions(max_workers=args.max_workers, permission_timeout=args.permission_timeout)
+    trace = _open_trace(args.trace, parser)
 
     async def serve() -> None:
         from journal.store import Journal, default_path
 
         journal = await Journal.open(args.db or default_path())
         try:
-            await serve_stdio(AcpAgent(adapter, options, journal=journal), max_frame_bytes=args.max_frame_bytes)
+            agent = AcpAgent(adapter, options, journal=journal)
+            await serve_stdio(agent, max_frame_bytes=args.max_frame_bytes, trace=trace)
         finally:
             await journal.close()
 
-    anyio.run(serve)
+    try:
+        anyio.run(serve)
+    finally:
+        if trace is not None:
+            trace.close()
     return 0
+
+
+def _open_trace(path: str | None, parser: argparse.ArgumentParser) -> Trace | None:
+    """The wire trace, redacted as the journal is (the rpc layer is given the redactor)."""
+    if not path:
+        return None
+    from acp_server.rpc.trace import Trace
+    from journal.redact import redact, redact_text
+
+    try:
+        return Trace.open(path, redact=redact, redact_text=redact_text)
+    except OSError as exc:
+        parser.error(f"--trace: cannot append to {path}: {exc.strerror or exc}")

@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # for the checker only: `--help` does not pay for building th
         help: Required[str]
         default: Any
         type: Callable[[str], Any]
+        nargs: str
+        const: Any
 
 
 SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
@@ -49,6 +51,20 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
         {"help": "DEBUG, INFO, WARNING or ERROR (default: WARNING); logs go to stderr", "default": "WARNING"},
     ),
     ("--log-file", {"help": "also write the log to this file"}),
+    (
+        "--log-libraries",
+        {
+            "help": "also log these other loggers at --log-level, comma-separated (e.g. httpx,mcp), or all "
+            "(1, the default with no value); otherwise only acp-server's own and a module:factory agent's "
+            "go below WARNING",
+            "nargs": "?",
+            "const": "all",
+        },
+    ),
+    (
+        "--trace",
+        {"help": "append every JSON-RPC frame, both directions, to this file as JSON lines (secrets redacted)"},
+    ),
     (
         "--max-workers",
         {"help": "agent turns that may run at once, each in a worker thread (default: 8)", "type": int, "default": 8},

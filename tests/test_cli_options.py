@@ -1,0 +1,106 @@
+"""Server options before or after a subcommand, and from the environment: a flag after the
+command beats one before it, which beats ACP_SERVER_*, which beats the default. Each command
+runs as a real subprocess over real journal files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def acp(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ACP_SERVER_")}
+    environ["XDG_DATA_HOME"] = str(cwd / "default-data")  # the default journal: empty, ours alone
+    return subprocess.run(
+        [sys.executable, "-m", "acp_server", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        env={**environ, **env},
+    )
+
+
+@pytest.fixture
+def journals(tmp_path: Path) -> tuple[str, str, dict[str, str]]:
+    """A journal holding one echo session, an empty one, and the ids of that session's run."""
+    full, empty = str(tmp_path / "full.db"), str(tmp_path / "empty.db")
+    made = acp("--db", full, "prompt", "--agent", "echo", "remember me", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    made = acp("--db", empty, "sessions", cwd=tmp_path)  # creates the empty journal file
+    assert made.returncode == 0, made.stderr
+    document = json.loads(acp("export", exported_session(full, tmp_path), "--db", full, cwd=tmp_path).stdout)
+    return full, empty, {"session": document["session"]["id"], "run": document["runs"][0]["id"]}
+
+
+def exported_session(db: str, cwd: Path) -> str:
+    listed = acp("sessions", "--json", "--db", db, cwd=cwd)
+    (session,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    return session["sessionId"]
+
+
+COMMANDS = {
+    "sessions": lambda ids: ["sessions"],
+    "show": lambda ids: ["show", ids["session"]],
+    "runs": lambda ids: ["runs", ids["session"]],
+    "events": lambda ids: ["events", ids["run"]],
+    "export": lambda ids: ["export", ids["session"]],
+}
+
+
+def found(done: subprocess.CompletedProcess[str], ids: dict[str, str]) -> bool:
+    """Whether the command read the journal holding the session: on the empty one each command
+    fails with "no session/run ... in this journal", or (`sessions`) lists nothing."""
+    return done.returncode == 0 and any(word in done.stdout for word in (ids["session"], ids["run"], "remember me"))
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_journal_command_reads_the_db_given_before_after_or_in_the_environment(command, journals, tmp_path):
+    full, empty, ids = journals
+    words = COMMANDS[command](ids)
+    before = acp("--db", full, *words, cwd=tmp_path, ACP_SERVER_DB=empty)
+    assert found(before, ids), f"--db before {command} (beats the environment): {before.stdout}{before.stderr}"
+    after = acp("--db", empty, *words, "--db", full, cwd=tmp_path, ACP_SERVER_DB=empty)
+    assert found(after, ids), f"--db after {command} (beats the one before): {after.stdout}{after.stderr}"
+    from_env = acp(*words, cwd=tmp_path, ACP_SERVER_DB=full)
+    assert found(from_env, ids), f"ACP_SERVER_DB with {command}: {from_env.stdout}{from_env.stderr}"
+    default = acp(*words, cwd=tmp_path)
+    assert not found(default, ids), f"{command} without --db reads the default journal, which is empty"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_server_option_is_accepted_after_a_journal_command(command, journals, tmp_path):
+    full, _empty, ids = journals
+    words = COMMANDS[command](ids)
+    done = acp(*words, "--db", full, "--log-level", "ERROR", "--agent", "echo", "--max-workers", "2", cwd=tmp_path)
+    assert found(done, ids), done.stderr
+
+
+def test_prompt_writes_to_the_db_given_after_it_over_the_one_before_and_the_environment(tmp_path):
+    first, second, third = (str(tmp_path / f"{name}.db") for name in ("first", "second", "third"))
+    done = acp("--db", first, "prompt", "--agent", "echo", "hello", "--db", second, cwd=tmp_path, ACP_SERVER_DB=third)
+    assert done.returncode == 0, done.stderr
+    assert [bool(acp("sessions", "--db", db, cwd=tmp_path).stdout.strip()) for db in (first, second, third)] == [
+        False,
+        True,
+        False,
+    ]
+
+
+def test_doctor_shows_the_db_flag_given_before_it_and_after_it(tmp_path):
+    first, second = str(tmp_path / "first.db"), str(tmp_path / "second.db")
+    before = acp("--db", first, "doctor", "--agent", "echo", cwd=tmp_path, ACP_SERVER_DB=second)
+    after = acp("--db", first, "doctor", "--agent", "echo", "--db", second, cwd=tmp_path)
+    assert _db_row(before.stdout) == [first, "flag", "--db"]
+    assert _db_row(after.stdout) == [second, "flag", "--db"]
+
+
+def _db_row(output: str) -> list[str]:
+    row = next(line for line in output.splitlines() if line.split()[:1] == ["db"])
+    return row.split()[1:]
