@@ -15,10 +15,12 @@ import shlex
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from adapters.base import RuntimeAdapter
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +31,8 @@ BUILTINS: Mapping[str, str] = {
     "python": "adapters.registry:python_agent",
     "openai": "adapters.openai:OpenAIAdapter",
 }
-EXTRAS: Mapping[str, str] = {"openai": "acp-server[openai]"}  # how to install a built-in's dependencies
+# How to install a built-in's dependencies, where they are not the base install's.
+EXTRAS: Mapping[str, str] = {}
 ADAPTER_MEMBERS = ("name", "capabilities", "run_turn", "cancel")
 
 
@@ -44,6 +47,8 @@ class AgentSpec:
 
 def agent_specs() -> tuple[AgentSpec, ...]:
     """The built-ins, then installed entry points by name (a name taken by a built-in is skipped)."""
+    from importlib.metadata import entry_points  # scans every installed distribution: only when asked
+
     specs = [AgentSpec(name, target, "built-in") for name, target in BUILTINS.items()]
     seen = set(BUILTINS)
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name):
@@ -71,6 +76,8 @@ def create_adapter(name: str, **settings: Any) -> RuntimeAdapter:
 
 
 def _find(name: str) -> AgentSpec | None:
+    if name in BUILTINS:  # a built-in's name is never an entry point's (see agent_specs)
+        return AgentSpec(name, BUILTINS[name], "built-in")
     spec = next((s for s in agent_specs() if s.name == name), None)
     if spec is None and ":" not in name:
         known = ", ".join(known_agents())

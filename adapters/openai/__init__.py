@@ -1,7 +1,7 @@
 """The `openai` agent: a coding agent for any OpenAI-Chat-Completions-compatible endpoint.
 
-Needs the `openai` extra (httpx, pathspec); httpx is imported on first use, so importing
-this package is cheap and works without it.
+Its dependencies (httpx, pathspec, mcp) are in the base install; each is imported on first
+use, so importing this package, and starting a server with it, does not pay for them.
 """
 
 from adapters.openai.agent import OpenAIAdapter

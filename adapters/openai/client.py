@@ -215,7 +215,7 @@ def _httpx():  # unannotated on purpose: pyright infers Module("httpx"), which n
     try:
         import httpx
     except ImportError:
-        raise AgentError("The openai agent needs httpx: pip install 'acp-server[openai]'") from None
+        raise AgentError("The openai agent needs httpx, which acp-server installs: pip install httpx") from None
     return httpx
 
 
