@@ -1,10 +1,12 @@
-"""Sections 3 to 5 of bench/compare.py: cold start (ours, the SDK agent, `python -c pass`),
+"""Sections 3 to 5 of bench/compare.py: cold start (ours to `initialize` and to `session/new`, the
+SDK agent, `python -c pass`),
 `session/load` of a long session, and memory per idle session after `session/resume`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import time
 from dataclasses import dataclass
@@ -25,8 +27,8 @@ from _common import (
     stop,
 )
 
-COLD_SUBJECTS = ("ours", "sdk", "python")
-COLD_LABELS = {"ours": "acp-server", "sdk": "SDK agent", "python": "python -c pass"}
+COLD_SUBJECTS = ("ours", "ours_new", "sdk", "python")
+COLD_LABELS = {"ours": "acp-server", "ours_new": "-> session/new", "sdk": "SDK agent", "python": "python -c pass"}
 INIT_LINE = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}\n'
 TIMEOUT = 60.0
 
@@ -35,15 +37,21 @@ TIMEOUT = 60.0
 
 
 def cold_command(subject: str, tmp: Path) -> list[str]:
-    if subject == "ours":
+    if subject in ("ours", "ours_new"):
         return [PY, "-m", "acp_server", "--agent", "echo", "--db", str(tmp / "cold.db")]
     if subject == "sdk":
         return [PY, str(BENCH / "sdk_agent.py")]
     return [PY, "-c", "pass"]
 
 
+def new_session_line(cwd: Path) -> bytes:
+    params = {"cwd": str(cwd), "mcpServers": []}
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": params}).encode() + b"\n"
+
+
 def cold_once(subject: str, tmp: Path) -> float:
-    """Seconds from fork+exec to the initialize response (to exit, for `python -c pass`)."""
+    """Seconds from fork+exec to the initialize response (`ours_new`: to the session/new response
+    sent right behind it, as editors do; `python -c pass`: to exit)."""
     command = cold_command(subject, tmp)
     started = now()
     proc = spawn(command)
@@ -53,12 +61,14 @@ def cold_once(subject: str, tmp: Path) -> float:
             if subject == "python":
                 proc.wait()
                 return now() - started
-            proc.stdin.write(INIT_LINE)
+            proc.stdin.write(INIT_LINE + (new_session_line(tmp) if subject == "ours_new" else b""))
             proc.stdin.flush()
             line = proc.stdout.readline()
+            while subject == "ours_new" and line and not line.startswith(b'{"jsonrpc":"2.0","id":1,'):
+                line = proc.stdout.readline()  # initialize's response comes first
             elapsed = now() - started
             if b'"result"' not in line:
-                raise BenchError(f"cold start of {COLD_LABELS[subject]}: no initialize result: {line[:200]!r}")
+                raise BenchError(f"cold start of {COLD_LABELS[subject]}: no result: {line[:200]!r}")
             return elapsed
     finally:
         stop(proc)

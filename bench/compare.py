@@ -4,7 +4,8 @@ floor, in one process tree, printing a table of figures, ratios and PASS/MISS ag
 1. streaming throughput of one 20,000-delta `say` turn (ours with the journal on, the SDK
    reference agent in bench/sdk_agent.py, the raw floor in bench/raw_floor.py);
 2. latency from the agent's sink call to the frame read by the client, 8 sessions streaming;
-3. cold start: fork+exec to the `initialize` response (ours, SDK agent; `python -c pass`);
+3. cold start: fork+exec to the `initialize` response (ours, SDK agent; `python -c pass`) and,
+   for ours, to the `session/new` response (the time to a usable session);
 4. `session/load` of a 200-turn x 50-chunk session with tool calls (bench/load.py's builder);
 5. memory per idle session after `session/resume` of 200 journaled sessions.
 
@@ -189,7 +190,8 @@ def report_latency(lat: LatencySummary) -> None:
 def report_cold(cfg: Config, cold: dict[str, float]) -> None:
     base = cold.get("python")
     print(
-        f"\n3. Cold start, fork+exec -> initialize response (python -c pass: -> exit); "
+        f"\n3. Cold start, fork+exec -> initialize response (-> session/new: initialize and session/new "
+        f"sent together, to the session/new response; python -c pass: -> exit); "
         f"median of {cfg.cold_runs} alternating runs after one warm-up each"
     )
     table(
@@ -252,8 +254,8 @@ def targets(r: dict[str, Any]) -> list[list[str]]:
         p99 = r["latency"].p99_ms
         row(f"p99 latency, {r['latency'].sessions} sessions (ms)", p99, ".3f", "< 5 ms", p99 < 5)
     if "cold" in r and "python" in r["cold"]:
-        over = (r["cold"]["ours"] - r["cold"]["python"]) * 1000
-        row("cold start over python -c pass (ms)", over, ".1f", "<= 150 ms", over <= 150)
+        over = (r["cold"]["ours_new"] - r["cold"]["python"]) * 1000
+        row("session/new over python -c pass (ms)", over, ".1f", "<= 150 ms", over <= 150)
     if "load" in r:
         load = r["load"]
         row(

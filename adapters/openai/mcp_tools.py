@@ -83,7 +83,7 @@ class McpTools:
 
             importlib.import_module("mcp")  # missing: say so once, not once per server
         except ImportError:
-            _report_failure(sink, "MCP servers", "they need the mcp package, which acp-server installs: pip install mcp")
+            _report_failure(sink, "MCP servers", "they need the mcp package: pip install mcp")
             return
         with self._lock:
             if self._closed:
