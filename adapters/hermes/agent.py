@@ -171,7 +171,8 @@ def _restored(turn: TurnInput) -> list[dict[str, Any]]:
     if not turn.history:
         return []
     with suppress(Exception):
-        stored: list[dict[str, Any]] = hermes("hermes_state").SessionDB().get_messages_as_conversation(turn.session_id)
+        store = setup.session_db(setup.load_environment())
+        stored: list[dict[str, Any]] = store.get_messages_as_conversation(turn.session_id)
         if stored:
             return stored
     return [_as_hermes(m) for m in turn.history]

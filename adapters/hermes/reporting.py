@@ -32,6 +32,8 @@ class Reporter:
     # --- Hermes' callbacks ------------------------------------------------------------
 
     def delta(self, text: str | None) -> None:
+        if text and not self.streamed:
+            text = text.lstrip("\n")  # Hermes' paragraph break after tools, before any text
         if text:  # None marks the end of a streamed message
             self.streamed = True
             self._quietly(self.sink.text, text)

@@ -11,6 +11,7 @@ import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from adapters.base import Health
@@ -109,8 +110,13 @@ def agent_kwargs(runtime: Runtime, *, session_id: str, mcp_names: tuple[str, ...
         "tool_progress_mode": "off",
         "tool_delay": 0.0,
         "session_id": session_id,
-        "session_db": hermes("hermes_state").SessionDB(),
+        "session_db": session_db(runtime.home),
     }
+
+
+def session_db(home: str) -> Any:
+    """Hermes' session store in `home` (named: Hermes fixes its default path at import)."""
+    return hermes("hermes_state").SessionDB(db_path=Path(home) / "state.db")
 
 
 def health(model_override: str | None = None) -> Health:
