@@ -30,7 +30,8 @@ BUILTINS: Mapping[str, str] = {
     "openai": "adapters.openai:OpenAIAdapter",
     "hermes": "adapters.hermes:HermesAdapter",
 }
-EXTRAS: Mapping[str, str] = {"openai": "acp-server[openai]", "hermes": "acp-server[hermes]"}  # how to install a built-in's dependencies
+# how to install a built-in's dependencies
+EXTRAS: Mapping[str, str] = {"openai": "acp-server[openai]", "hermes": "acp-server[hermes]"}
 ADAPTER_MEMBERS = ("name", "capabilities", "run_turn", "cancel")
 
 

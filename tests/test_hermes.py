@@ -17,11 +17,11 @@ import pytest
 
 pytest.importorskip("run_agent", reason="the hermes extra is not installed")
 
-from fake_openai import FakeOpenAI, reply  # noqa: E402
-from hermes_home import make_home  # noqa: E402
+from fake_openai import FakeOpenAI, reply
+from hermes_home import make_home
 
-from adapters.base import CommandResult, Message, PermissionDecision  # noqa: E402
-from adapters.events import (  # noqa: E402
+from adapters.base import CommandResult, Message, PermissionDecision
+from adapters.events import (
     DiffContent,
     PlanEntry,
     PlanUpdated,
@@ -31,8 +31,8 @@ from adapters.events import (  # noqa: E402
     ToolCallUpdated,
     UsageReported,
 )
-from adapters.hermes import HermesAdapter  # noqa: E402
-from adapters.testing import REJECT, Answers, RecordingSink, run_turn, start_turn  # noqa: E402
+from adapters.hermes import HermesAdapter
+from adapters.testing import REJECT, Answers, RecordingSink, run_turn, start_turn
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -223,7 +223,10 @@ def test_all_traffic_stays_on_loopback(fake, workspace):
     script = f"""
 import sys, os
 hosts = set()
-sys.addaudithook(lambda ev, args: hosts.add(str(args[1][0])) if ev == "socket.connect" and isinstance(args[1], tuple) else None)
+def audit(event, args):
+    if event == "socket.connect" and isinstance(args[1], tuple):
+        hosts.add(str(args[1][0]))
+sys.addaudithook(audit)
 sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests")!r}]
 from adapters.hermes import HermesAdapter
 from adapters.testing import run_turn

@@ -14,11 +14,11 @@ import pytest
 
 pytest.importorskip("run_agent", reason="the hermes extra is not installed")
 
-from fake_openai import Failure, FakeOpenAI, Stream, reply  # noqa: E402
-from hermes_home import make_home  # noqa: E402
+from fake_openai import Failure, FakeOpenAI, Stream, reply
+from hermes_home import make_home
 
-from adapters.contract import AdapterContract  # noqa: E402
-from adapters.hermes import HermesAdapter  # noqa: E402
+from adapters.contract import AdapterContract
+from adapters.hermes import HermesAdapter
 
 
 def answer(body: dict[str, Any]) -> Stream | Failure:
