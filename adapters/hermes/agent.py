@@ -38,10 +38,13 @@ class HermesAdapter:
 
     name = "hermes"
 
-    def __init__(self, model: str | None = None) -> None:
+    def __init__(self, model: str | None = None, *, warm: bool = True) -> None:
         self._model = model
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
+        if warm:
+            # Importing Hermes takes seconds; do it while the editor sets up, not in the first prompt.
+            threading.Thread(target=_warm_up, name="hermes-import", daemon=True).start()
 
     def capabilities(self) -> AdapterCapabilities:
         return AdapterCapabilities(streaming=True, embedded_context=True, mcp_http=True, cancel_latency=1.0)
@@ -135,6 +138,12 @@ class HermesAdapter:
         agent._environment_probe = False  # no toolchain probe lines in later system prompts
         agent.session_cwd = turn.cwd
         return agent
+
+
+def _warm_up() -> None:
+    with suppress(Exception):  # the first turn imports again and reports any real problem
+        for module in ("run_agent", "model_tools", "hermes_cli.runtime_provider", "tools.terminal_tool"):
+            hermes(module)
 
 
 def _bind(agent: Any, reporter: Reporter | None, gate: Gate | None) -> None:
