@@ -98,7 +98,11 @@ class Sink(Protocol):
         name: str | None = None,
         raw_input: Any = None,
         locations: Sequence[str] = (),
-    ) -> str: ...
+        tool_call_id: str | None = None,
+    ) -> str:
+        """Start a visible tool call; `tool_call_id` keeps the runtime's own id (unique within
+        the turn; a missing or repeated one gets a fresh id). Returns the id used."""
+        ...
 
     def tool_update(
         self,

@@ -1,6 +1,6 @@
 """Turns an agent name from the command line or settings into a runtime adapter.
 
-Three kinds of names: a built-in (`echo`, `scripted`, `python`, `openai`), a third-party agent
+Three kinds of names: a built-in (`echo`, `scripted`, `python`, `openai`, `hermes`), a third-party agent
 installed with an `acp_server.agents` entry point, or an import path `module:factory`. Every
 target is imported only when it is asked for; any failure is a `ValueError` saying what to do.
 """
@@ -30,9 +30,10 @@ BUILTINS: Mapping[str, str] = {
     "scripted": "adapters.registry:scripted_agent",
     "python": "adapters.registry:python_agent",
     "openai": "adapters.openai:OpenAIAdapter",
+    "hermes": "adapters.hermes:HermesAdapter",
 }
 # How to install a built-in's dependencies, where they are not the base install's.
-EXTRAS: Mapping[str, str] = {}
+EXTRAS: Mapping[str, str] = {"hermes": "acp-server[hermes]"}
 ADAPTER_MEMBERS = ("name", "capabilities", "run_turn", "cancel")
 
 

@@ -184,10 +184,12 @@ class RecordingSink:
         name: str | None = None,
         raw_input: Any = None,
         locations: Sequence[str] = (),
+        tool_call_id: str | None = None,
     ) -> str:
         with self._lock:
             self._tool_count += 1
-            tool_call_id = f"call_{self._tool_count}"
+            if not tool_call_id or tool_call_id in self._tools:
+                tool_call_id = f"call_{self._tool_count}"
         event = ToolCallStarted(tool_call_id, title, kind, name, raw_input, tuple(locations))
         self._report("tool_call", event)
         with self._lock:

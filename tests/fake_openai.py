@@ -177,6 +177,10 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"null")
             self._record(body)
+            if not self.path.endswith("/chat/completions"):
+                # Endpoint probes (Hermes asks Ollama's /api/show) must not use up a scripted answer.
+                self._fail(Failure(404, "not found"))
+                return
             fake.chat_arrived.set()
             answer = fake.next_answer(body)
             if isinstance(answer, Failure):

@@ -158,8 +158,10 @@ class ThreadSink:
         name: str | None = None,
         raw_input: Any = None,
         locations: Sequence[str] = (),
+        tool_call_id: str | None = None,
     ) -> str:
-        tool_call_id = f"call_{uuid.uuid4().hex[:16]}"
+        if not tool_call_id or tool_call_id in self._tools:
+            tool_call_id = f"call_{uuid.uuid4().hex[:16]}"
         event = ToolCallStarted(tool_call_id, title, kind, name, raw_input, tuple(locations))
         self._push(event)
         self._tools[tool_call_id] = event

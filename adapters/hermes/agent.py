@@ -1,0 +1,246 @@
+"""`HermesAdapter`: Hermes' own `AIAgent` as an acp-server agent.
+
+One AIAgent per session, built on the session's first turn from Hermes' configuration and
+reused; a turn binds its callbacks to the sink, runs `run_conversation` on a copy of the
+session's messages and keeps a copy of Hermes' full message list afterwards. `cancel` calls
+Hermes' `interrupt()`; the pending flag is cleared before every run. See README "Hermes".
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters.base import AdapterCapabilities, AgentError, Health, Message, Sink, TurnCancelled, TurnInput
+from adapters.events import StopReason
+from adapters.hermes import setup
+from adapters.hermes.reporting import Reporter
+from adapters.hermes.routing import Gate, attach, detach
+from adapters.hermes.setup import hermes
+
+log = logging.getLogger(__name__)
+status_log = logging.getLogger("adapters.hermes.status")  # Hermes' own status lines
+
+
+@dataclass(slots=True)
+class _Session:
+    agent: Any  # run_agent.AIAgent
+    messages: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class HermesAdapter:
+    """The `hermes` agent; one instance serves every session of the server."""
+
+    name = "hermes"
+
+    def __init__(self, model: str | None = None, *, warm: bool = True) -> None:
+        self._model = model
+        self._lock = threading.Lock()
+        self._sessions: dict[str, _Session] = {}
+        if warm:
+            # Importing Hermes takes seconds; do it while the editor sets up, not in the first prompt.
+            threading.Thread(target=_warm_up, name="hermes-import", daemon=True).start()
+
+    def capabilities(self) -> AdapterCapabilities:
+        return AdapterCapabilities(streaming=True, embedded_context=True, mcp_http=True, cancel_latency=1.0)
+
+    def health(self) -> Health:
+        return setup.health(self._model)
+
+    def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
+        session = self._session(turn)
+        with session.lock:
+            return self._run(session, turn, sink)
+
+    def cancel(self, session_id: str) -> None:
+        with self._lock:
+            session = self._sessions.get(session_id)
+        if session is not None:
+            session.agent.interrupt("cancelled in the editor")
+
+    def close_session(self, session_id: str) -> None:
+        with self._lock:
+            session = self._sessions.pop(session_id, None)
+        if session is not None:
+            with suppress(Exception):  # best effort: the session is gone either way
+                hermes("tools.terminal_tool").clear_task_env_overrides(session_id)
+                hermes("tools.approval").clear_session(session_id)
+
+    def messages(self, session_id: str) -> list[dict[str, Any]]:
+        """A copy of Hermes' message list for the session (empty before its first turn)."""
+        with self._lock:
+            session = self._sessions.get(session_id)
+        return copy.deepcopy(session.messages) if session is not None else []
+
+    # --- a turn --------------------------------------------------------------------------
+
+    def _run(self, session: _Session, turn: TurnInput, sink: Sink) -> StopReason:
+        agent = session.agent
+        reporter = Reporter(sink)
+        gate = Gate(sink, reporter, cwd=turn.cwd, roots=turn.additional_directories)
+        _bind(agent, reporter, gate)
+        agent.clear_interrupt()  # a cancel that came after the last run ended must not stop this one
+        before = _tokens(agent)
+        attach(turn.session_id, gate)
+        try:
+            result: dict[str, Any] = _in_context(
+                turn.session_id,
+                gate,
+                lambda: agent.run_conversation(
+                    user_message=turn.text,
+                    conversation_history=copy.deepcopy(session.messages),  # Hermes mutates what it is given
+                    task_id=turn.session_id,
+                ),
+            )
+        finally:
+            detach(turn.session_id, gate)
+            _bind(agent, None, None)
+        if result.get("messages"):
+            session.messages = copy.deepcopy(result["messages"])
+        if sink.cancelled or result.get("interrupted"):
+            return "cancelled"
+        if result.get("failed") and not reporter.streamed:
+            raise AgentError(str(result.get("error") or result.get("final_response") or "Hermes failed"))
+        with suppress(TurnCancelled):
+            final = result.get("final_response")
+            if isinstance(final, str) and final and not reporter.streamed:
+                sink.text(final)
+            _report_usage(agent, before, result, sink)
+        return "end_turn"
+
+    def _session(self, turn: TurnInput) -> _Session:
+        with self._lock:
+            session = self._sessions.get(turn.session_id)
+        if session is not None:
+            return session
+        session = _Session(self._build(turn), _restored(turn))
+        with self._lock:
+            return self._sessions.setdefault(turn.session_id, session)
+
+    def _build(self, turn: TurnInput) -> Any:
+        try:
+            runtime = setup.resolve(self._model)
+        except ValueError as exc:
+            raise AgentError(str(exc)) from None
+        if not runtime.model:
+            raise AgentError(f"Hermes has no model: set model.default in {runtime.home}/config.yaml (`hermes model`)")
+        mcp_names = _register_mcp(turn.mcp_servers)
+        hermes("tools.terminal_tool").register_task_env_overrides(turn.session_id, {"cwd": turn.cwd})
+        agent = hermes("run_agent").AIAgent(
+            **setup.agent_kwargs(runtime, session_id=turn.session_id, mcp_names=mcp_names)
+        )
+        agent._print_fn = _status  # Hermes' human-readable output: our log, never stdout
+        agent._environment_probe = False  # no toolchain probe lines in later system prompts
+        agent.session_cwd = turn.cwd
+        return agent
+
+
+def _warm_up() -> None:
+    with suppress(Exception):  # the first turn imports again and reports any real problem
+        for module in ("run_agent", "model_tools", "hermes_cli.runtime_provider", "tools.terminal_tool"):
+            hermes(module)
+
+
+def _bind(agent: Any, reporter: Reporter | None, gate: Gate | None) -> None:
+    agent.stream_delta_callback = reporter.delta if reporter else None
+    agent.reasoning_callback = reporter.reasoning if reporter else None
+    agent.tool_start_callback = reporter.tool_started if reporter else None
+    agent.tool_complete_callback = reporter.tool_completed if reporter else None
+    agent.clarify_callback = gate.clarify if gate else None
+    agent.thinking_callback = None  # Hermes' spinner faces are not thoughts
+    agent.status_callback = _status_event
+    agent.tool_progress_callback = None
+
+
+def _in_context(session_id: str, gate: Gate, run: Any) -> dict[str, Any]:
+    """Run with Hermes' per-thread approval callback and session key set to ours: every risky call
+    was already decided by our policy (in the middleware), so Hermes' own prompts and its "smart"
+    model-decided approvals are bypassed for this session; approvals.deny still blocks."""
+    terminal, approval = hermes("tools.terminal_tool"), hermes("tools.approval")
+    context = hermes("gateway.session_context")
+    previous = terminal._get_approval_callback()  # no public getter; restored below
+    terminal.set_approval_callback(gate.approve)
+    tokens = context.set_session_vars(session_key=session_id)
+    approval.enable_session_yolo(session_id)
+    try:
+        return run()
+    finally:
+        context.clear_session_vars(tokens)
+        terminal.set_approval_callback(previous)
+
+
+def _restored(turn: TurnInput) -> list[dict[str, Any]]:
+    """A restarted server's session: Hermes' stored messages (tool calls, results, reasoning)
+    when its state.db has them, else the journal's text conversation."""
+    if not turn.history:
+        return []
+    with suppress(Exception):
+        store = setup.session_db(setup.load_environment())
+        stored: list[dict[str, Any]] = store.get_messages_as_conversation(turn.session_id)
+        if stored:
+            return stored
+    return [_as_hermes(m) for m in turn.history]
+
+
+def _as_hermes(message: Message) -> dict[str, Any]:
+    return {"role": "user" if message.role == "user" else "assistant", "content": message.text}
+
+
+def _register_mcp(servers: tuple[dict[str, Any], ...]) -> tuple[str, ...]:
+    """The editor's MCP servers, registered with Hermes (process-wide: Hermes keeps one MCP
+    connection per server name for all sessions)."""
+    configs: dict[str, dict[str, Any]] = {}
+    for server in servers:
+        pairs: list[dict[str, Any]] = server.get("env") or server.get("headers") or []
+        values = {str(p["name"]): str(p["value"]) for p in pairs}
+        if "command" in server:
+            configs[server["name"]] = {
+                "command": server["command"],
+                "args": list(server.get("args") or []),
+                "env": values,
+            }
+        elif "url" in server:
+            configs[server["name"]] = {"url": server["url"], "headers": values}
+    if not configs:
+        return ()
+    try:
+        hermes("tools.mcp_tool").register_mcp_servers(configs)
+    except Exception as exc:
+        log.warning("Hermes could not register the editor's MCP servers: %s", exc)
+        return ()
+    return tuple(configs)
+
+
+def _tokens(agent: Any) -> tuple[int, int]:
+    return int(agent.session_prompt_tokens or 0), int(agent.session_completion_tokens or 0)
+
+
+def _report_usage(agent: Any, before: tuple[int, int], result: dict[str, Any], sink: Sink) -> None:
+    """Hermes counts per session; a turn reports its own difference, with the context size."""
+    prompt, completion = _tokens(agent)
+    if (prompt, completion) == before:
+        return
+    window = getattr(getattr(agent, "context_compressor", None), "context_length", None)
+    cost = result.get("estimated_cost_usd")
+    known = result.get("cost_status") not in (None, "unknown") and isinstance(cost, int | float) and cost >= 0
+    used = result.get("last_prompt_tokens")
+    sink.usage(
+        input_tokens=prompt - before[0],
+        output_tokens=completion - before[1],
+        cost_usd=float(cost) if known else None,  # pyright: ignore[reportArgumentType]
+        context_used=used if isinstance(used, int) and used > 0 else None,
+        context_size=window if isinstance(window, int) and window > 0 else None,
+    )
+
+
+def _status(*args: Any, **_: Any) -> None:
+    status_log.info(" ".join(str(a) for a in args))
+
+
+def _status_event(*args: Any, **_: Any) -> None:
+    status_log.debug("status %s", args)

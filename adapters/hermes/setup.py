@@ -1,0 +1,157 @@
+"""Hermes' own configuration, found exactly as `hermes acp` finds it: `HERMES_HOME` (default
+`~/.hermes`), its `.env` and `config.yaml`, and Hermes' runtime-provider resolution. Builds the
+keyword arguments of one `AIAgent` and answers `health()`. Imports Hermes lazily (about 1 s).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapters.base import Health
+
+log = logging.getLogger(__name__)
+
+HEALTH_TIMEOUT = 1.0
+BASE_TOOLSETS = ("hermes-acp", "clarify")  # hermes acp's tool surface, plus clarify (we can ask)
+_env_lock = threading.Lock()
+_env_loaded: set[str] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """What one AIAgent is built with; `api_key` never leaves this object except into Hermes."""
+
+    home: str
+    model: str
+    provider: str | None
+    api_mode: str | None
+    base_url: str | None
+    api_key: str | None = field(repr=False)
+    command: str | None
+    args: tuple[str, ...]
+    context_length: int | None
+    config_mcp: tuple[str, ...]  # MCP servers from config.yaml (enabled ones)
+    source: str
+
+
+def hermes(module: str) -> Any:
+    """A Hermes module, typed as Any: Hermes ships no type information."""
+    return importlib.import_module(module)
+
+
+def load_environment() -> str:
+    """Load HERMES_HOME/.env once per home (process-wide, as `hermes acp` does); returns the home."""
+    home = str(hermes("hermes_constants").get_hermes_home())
+    with _env_lock:
+        if home not in _env_loaded:
+            loaded = hermes("hermes_cli.env_loader").load_hermes_dotenv(hermes_home=home)
+            log.info("Hermes home %s; loaded %s", home, [str(p) for p in loaded] or "no .env")
+            _env_loaded.add(home)
+    return home
+
+
+def resolve(model_override: str | None = None) -> Runtime:
+    """Config plus provider resolution; raises ValueError with Hermes' reason when it fails."""
+    home = load_environment()
+    config: dict[str, Any] = hermes("hermes_cli.config").load_config() or {}
+    model_cfg = config.get("model")
+    model, provider, context_length = "", None, None
+    if isinstance(model_cfg, dict):
+        model = str(model_cfg.get("default") or model_cfg.get("name") or "")  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        provider = model_cfg.get("provider")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        raw = model_cfg.get("context_length")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        context_length = raw if isinstance(raw, int) and raw > 0 else None
+    elif isinstance(model_cfg, str):
+        model = model_cfg.strip()
+    try:
+        runtime: dict[str, Any] = hermes("hermes_cli.runtime_provider").resolve_runtime_provider(
+            requested=provider if isinstance(provider, str) else None
+        )
+    except Exception as exc:
+        raise ValueError(f"Hermes could not resolve its provider: {exc}") from exc
+    servers: dict[str, Any] = config.get("mcp_servers") or {}
+    enabled = tuple(n for n, c in servers.items() if not isinstance(c, dict) or c.get("enabled", True) is not False)  # pyright: ignore[reportUnknownMemberType]
+    return Runtime(
+        home=home,
+        model=model_override or model,
+        provider=runtime.get("provider"),
+        api_mode=runtime.get("api_mode"),
+        base_url=runtime.get("base_url"),
+        api_key=runtime.get("api_key"),
+        command=runtime.get("command"),
+        args=tuple(runtime.get("args") or ()),
+        context_length=context_length,
+        config_mcp=enabled,
+        source=str(runtime.get("source") or "config"),
+    )
+
+
+def agent_kwargs(runtime: Runtime, *, session_id: str, mcp_names: tuple[str, ...]) -> dict[str, Any]:
+    """AIAgent's constructor arguments: quiet, no tool delay, our toolsets, Hermes' session store."""
+    toolsets = [*BASE_TOOLSETS, *(f"mcp-{name}" for name in (*runtime.config_mcp, *mcp_names))]
+    return {
+        "platform": "acp",
+        "model": runtime.model,
+        "provider": runtime.provider,
+        "api_mode": runtime.api_mode,
+        "base_url": runtime.base_url,
+        "api_key": runtime.api_key,
+        "command": runtime.command,
+        "args": list(runtime.args),
+        "enabled_toolsets": list(dict.fromkeys(toolsets)),
+        "quiet_mode": True,
+        "tool_progress_mode": "off",
+        "tool_delay": 0.0,
+        "session_id": session_id,
+        "session_db": session_db(runtime.home),
+    }
+
+
+def session_db(home: str) -> Any:
+    """Hermes' session store in `home` (named: Hermes fixes its default path at import)."""
+    return hermes("hermes_state").SessionDB(db_path=Path(home) / "state.db")
+
+
+def health(model_override: str | None = None) -> Health:
+    """Hermes' configuration, provider, model, and whether GET {base_url}/models answers."""
+    try:
+        runtime = resolve(model_override)
+    except Exception as exc:
+        return Health(False, str(exc) or type(exc).__name__, {})
+    shown = {
+        "HERMES_HOME": (runtime.home, "HERMES_HOME or the default"),
+        "provider": (runtime.provider or "(none)", runtime.source),
+        "model": (runtime.model or "(none)", "config.yaml model.default" if not model_override else "--model"),
+        "endpoint": (runtime.base_url or "(none)", runtime.source),
+        "api key": ("set" if runtime.api_key else "not set", runtime.source),
+    }
+    if not runtime.model:
+        return Health(False, f"no model in {runtime.home}/config.yaml (model.default); run `hermes model`", shown)
+    if not runtime.base_url or not runtime.base_url.startswith(("http://", "https://")):
+        return Health(True, f"provider {runtime.provider} (no HTTP endpoint to check)", shown)
+    return Health(*_probe(runtime), shown)
+
+
+def _probe(runtime: Runtime) -> tuple[bool, str]:
+    url = runtime.base_url.rstrip("/") + "/models"  # type: ignore[union-attr]  # checked by the caller
+    request = urllib.request.Request(url)  # noqa: S310 - the user's configured endpoint, http(s) only
+    if runtime.api_key:
+        request.add_header("Authorization", f"Bearer {runtime.api_key}")
+    try:
+        with urllib.request.urlopen(request, timeout=HEALTH_TIMEOUT) as answer:  # noqa: S310
+            status = answer.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except (OSError, ValueError) as exc:
+        return False, f"{runtime.base_url} does not answer: {exc}"
+    if status in (401, 403):
+        return False, f"{runtime.base_url} refused the API key (HTTP {status})"
+    note = "" if runtime.context_length else "; set model.context_length to skip Hermes' context-length probes"
+    return True, f"{runtime.base_url} answered (HTTP {status}); model {runtime.model}{note}"

@@ -1,0 +1,254 @@
+"""Hermes' real AIAgent behind acp-server, against the fake model on 127.0.0.1 with a
+throw-away HERMES_HOME: streaming, linked permissions, editor buffers, writes and terminals
+through the client, cancel, restart with history, clarify, plans, and loopback-only traffic.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("run_agent", reason="the hermes extra is not installed")
+
+from fake_openai import FakeOpenAI, reply
+from hermes_home import make_home
+
+from adapters.base import CommandResult, Message, PermissionDecision
+from adapters.events import (
+    DiffContent,
+    PlanEntry,
+    PlanUpdated,
+    TerminalContent,
+    ThoughtDelta,
+    ToolCallStarted,
+    ToolCallUpdated,
+    UsageReported,
+)
+from adapters.hermes import HermesAdapter
+from adapters.testing import REJECT, Answers, RecordingSink, run_turn, start_turn
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        monkeypatch.setenv("HERMES_HOME", str(make_home(tmp_path, server.base_url)))
+        yield server
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+def turn(adapter: HermesAdapter, prompt: str, workspace: Path, sink: RecordingSink | None = None, **fields: Any):
+    return run_turn(adapter, prompt, sink=sink, cwd=str(workspace), session_id="s1", timeout=30, **fields)
+
+
+def tool_results(body: dict[str, Any]) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}
+
+
+def test_text_streams_as_deltas_and_reasoning_as_thoughts(fake, workspace):
+    fake.script(reply("Hello from Hermes!", reasoning="pondering", usage={"prompt_tokens": 10, "completion_tokens": 4}))
+    record = turn(HermesAdapter(), "hi", workspace)
+    assert record.reason == "end_turn"
+    assert record.text == "Hello from Hermes!"
+    assert "".join(e.text for e in record.of_kind(ThoughtDelta)) == "pondering"
+    assert len([e for e in record.events if e.event.kind == "text"]) > 1, "the answer came in one piece"
+
+
+def test_usage_is_each_turns_own_share_of_hermes_cumulative_counters(fake, workspace):
+    adapter = HermesAdapter()
+    fake.script(reply("one", usage={"prompt_tokens": 10, "completion_tokens": 4}))
+    fake.script(reply("two", usage={"prompt_tokens": 30, "completion_tokens": 6}))
+    first = turn(adapter, "first", workspace).of_kind(UsageReported)
+    second = turn(adapter, "second", workspace).of_kind(UsageReported)
+    assert [(u.input_tokens, u.output_tokens, u.context_size) for u in first] == [(10, 4, 128000)]
+    assert [(u.input_tokens, u.output_tokens, u.context_size) for u in second] == [(30, 6, 128000)]
+
+
+def test_a_write_asks_permission_about_the_visible_call_with_its_diff_and_goes_through_the_client(fake, workspace):
+    target = str(workspace / "notes.txt")
+    fake.script(reply(tools=[("write_file", {"path": "notes.txt", "content": "new\n"})]), reply("Written."))
+    sink = RecordingSink(Answers(files={target: "old\n"}))
+    record = turn(HermesAdapter(), "write notes", workspace, sink)
+    assert record.reason == "end_turn"
+    (started,) = record.of_kind(ToolCallStarted)
+    assert (started.tool_call_id, started.tool_kind, started.title) == ("call_0_write_file", "edit", "Write notes.txt")
+    asked = [a for a in record.asks if a.method == "request_permission"]
+    assert [a.args for a in asked] == [("call_0_write_file",)]
+    diffs = [e for e in record.events if isinstance(e.event, ToolCallUpdated) and e.event.content]
+    assert diffs[0].seq < asked[0].seq, "the diff was not shown before the question"
+    assert diffs[0].event.content == (DiffContent(target, "new\n", "old\n"),)
+    assert sink.files[target] == "new\n"
+    assert not (workspace / "notes.txt").exists(), "Hermes wrote the disk instead of the editor's buffer"
+
+
+def test_a_refused_write_is_not_written_and_hermes_hears_the_refusal(fake, workspace):
+    fake.script(reply(tools=[("write_file", {"path": "notes.txt", "content": "new\n"})]), reply("Understood."))
+    sink = RecordingSink(REJECT)
+    record = turn(HermesAdapter(), "write notes", workspace, sink)
+    assert record.reason == "end_turn" and record.text == "Understood."
+    assert not [a for a in record.asks if a.method == "write_text_file"]
+    assert not (workspace / "notes.txt").exists()
+    statuses = [e.status for e in record.of_kind(ToolCallUpdated) if e.status]
+    assert statuses == ["failed"]
+    assert "Rejected by the test" in tool_results(fake.chats[1])["call_0_write_file"]
+
+
+def test_a_read_is_served_from_the_editors_unsaved_buffer(fake, workspace):
+    (workspace / "app.py").write_text("print('on disk')\n")
+    fake.script(reply(tools=[("read_file", {"path": "app.py"})]), reply("Read it."))
+    sink = RecordingSink(Answers(files={str(workspace / "app.py"): "print('unsaved')\n"}))
+    record = turn(HermesAdapter(), "read app.py", workspace, sink)
+    assert record.reason == "end_turn"
+    seen = json.loads(tool_results(fake.chats[1])["call_0_read_file"])
+    assert seen["content"] == "1|print('unsaved')\n"
+
+
+def test_a_command_runs_in_the_editors_terminal_linked_to_its_tool_call(fake, workspace):
+    fake.script(reply(tools=[("terminal", {"command": "make test"})]), reply("Tests pass."))
+    sink = RecordingSink(Answers(command=CommandResult("ok\n", 0, terminal_id="term_7")))
+    record = turn(HermesAdapter(), "run the tests", workspace, sink)
+    assert record.reason == "end_turn"
+    (ran,) = [a for a in record.asks if a.method == "run_command"]
+    assert ran.args == ("make test", "call_0_terminal", None)
+    finished = [e for e in record.of_kind(ToolCallUpdated) if e.status == "completed"]
+    assert finished[0].content == (TerminalContent("term_7"),)
+    assert json.loads(tool_results(fake.chats[1])["call_0_terminal"])["output"] == "ok\n"
+
+
+def test_cancel_mid_command_ends_the_turn_cancelled_and_the_next_turn_starts_clean(fake, workspace):
+    adapter = HermesAdapter()
+    started, release = threading.Event(), threading.Event()
+
+    def slow(command: str) -> CommandResult:
+        started.set()
+        release.wait(20)
+        return CommandResult("late\n", 0)
+
+    fake.script(reply(tools=[("terminal", {"command": "sleep 100"})]))
+    running = start_turn(
+        adapter, "slow", sink=RecordingSink(Answers(command=slow)), cwd=str(workspace), session_id="s1"
+    )
+    assert started.wait(30)
+    running.cancel()
+    release.set()
+    assert running.wait(30).reason == "cancelled"
+    fake.script(reply("Fresh start."))
+    assert turn(adapter, "again", workspace).text.endswith("Fresh start.")
+
+
+def test_cancel_mid_stream_interrupts_hermes_and_the_next_turn_is_not_interrupted(fake, workspace):
+    adapter = HermesAdapter()
+    fake.script(reply("Thinking", hold_open=True))
+    running = start_turn(adapter, "long", cwd=str(workspace), session_id="s1")
+    assert running.sink.activity.wait(30)
+    running.cancel()
+    record = running.wait(30)
+    assert record.reason == "cancelled" and record.text.startswith("Thi")
+    adapter.cancel("s1")  # a late cancel, after the run ended, leaves Hermes' interrupt flag set
+    fake.script(reply("Next."))
+    assert turn(adapter, "again", workspace).text == "Next."
+
+
+def test_a_restarted_server_continues_the_conversation_with_the_earlier_tool_calls(fake, workspace):
+    (workspace / "a.txt").write_text("alpha\n")
+    fake.script(reply(tools=[("read_file", {"path": "a.txt"})]), reply("It says alpha."))
+    sink = RecordingSink(Answers(files={str(workspace / "a.txt"): "alpha\n"}))
+    assert turn(HermesAdapter(), "what is in a.txt?", workspace, sink).reason == "end_turn"
+
+    fake.script(reply("Yes."))
+    history = (Message("user", "what is in a.txt?"), Message("agent", "It says alpha."))
+    assert turn(HermesAdapter(), "sure?", workspace, history=history).reason == "end_turn"
+    messages = fake.chats[-1]["messages"]
+    calls = [c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    assert calls == ["call_0_read_file"]
+    assert "alpha" in tool_results(fake.chats[-1])["call_0_read_file"]
+    assert [m["content"] for m in messages if m["role"] == "user"][-1] == "sure?"
+
+
+def test_hermes_keeps_only_copies_of_the_session_messages(fake, workspace):
+    adapter = HermesAdapter()
+    fake.script(reply("one"))
+    turn(adapter, "first", workspace)
+    copy = adapter.messages("s1")
+    copy.clear()
+    assert [m["role"] for m in adapter.messages("s1")] == ["user", "assistant"]
+
+
+def test_clarify_asks_through_our_clarify_path(fake, workspace):
+    fake.script(reply(tools=[("clarify", {"question": "Which target?", "choices": ["staging", "prod"]})]), reply("Ok."))
+    sink = RecordingSink(Answers(clarify="staging"))
+    record = turn(HermesAdapter(), "deploy", workspace, sink)
+    assert record.reason == "end_turn"
+    (asked,) = [a for a in record.asks if a.method == "clarify"]
+    assert asked.args == ("Which target?", ("staging", "prod"), "call_0_clarify")
+    assert json.loads(tool_results(fake.chats[1])["call_0_clarify"])["user_response"] == "staging"
+
+
+def test_the_todo_tool_becomes_the_plan(fake, workspace):
+    todos = [
+        {"id": "1", "content": "Read", "status": "completed"},
+        {"id": "2", "content": "Fix", "status": "in_progress"},
+    ]
+    fake.script(reply(tools=[("todo", {"todos": todos})]), reply("Planned."))
+    record = turn(HermesAdapter(), "plan it", workspace)
+    assert [p.entries for p in record.of_kind(PlanUpdated)] == [
+        (PlanEntry("Read", "completed"), PlanEntry("Fix", "in_progress"))
+    ]
+
+
+def test_a_policy_refusal_of_a_command_means_hermes_own_gate_never_runs_it(fake, workspace):
+    marker = workspace / "ran"
+    fake.script(reply(tools=[("terminal", {"command": f"touch {marker}"})]), reply("Not run."))
+    sink = RecordingSink(Answers(permission=PermissionDecision(False, reason="policy says no")))
+    record = turn(HermesAdapter(), "touch", workspace, sink)
+    assert record.reason == "end_turn" and not marker.exists()
+    assert not [a for a in record.asks if a.method == "run_command"]
+
+
+def test_all_traffic_stays_on_loopback(fake, workspace):
+    script = f"""
+import sys, os
+hosts = set()
+def audit(event, args):
+    if event == "socket.connect" and isinstance(args[1], tuple):
+        hosts.add(str(args[1][0]))
+sys.addaudithook(audit)
+sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests")!r}]
+from adapters.hermes import HermesAdapter
+from adapters.testing import run_turn
+record = run_turn(HermesAdapter(), "hi", cwd={str(workspace)!r}, session_id="s1", timeout=30)
+print(record.reason, sorted(hosts))
+"""
+    fake.responder = lambda body: reply("Hi.")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.strip() == "end_turn ['127.0.0.1']", done.stderr[-2000:]
+
+
+def test_without_the_extra_the_server_fails_at_start_with_one_line_saying_what_to_install(tmp_path):
+    script = "import sys; sys.modules['run_agent'] = None; from acp_server.cli.main import main; sys.exit(main())"
+    done = subprocess.run(
+        [sys.executable, "-c", script, "--agent", "hermes"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    message = done.stderr.strip().splitlines()[-1]
+    assert "hermes-agent" in message and "pip install 'acp-server[hermes]'" in message, done.stderr
