@@ -66,12 +66,42 @@ async def turn_survives(editor: FakeEditor, sid: str) -> None:
 CASES = [
     # (capabilities, the step, the method answered wrong, its answer, the failure the user sees)
     (FS, READ, "fs/read_text_file", {"text": "old"}, malformed("fs/read_text_file", "content is required")),
-    (FS, READ, "fs/read_text_file", ["old"], malformed("fs/read_text_file", "the answer must be an object, not an array")),
+    (
+        FS,
+        READ,
+        "fs/read_text_file",
+        ["old"],
+        malformed("fs/read_text_file", "the answer must be an object, not an array"),
+    ),
     (FS, READ, "fs/read_text_file", None, malformed("fs/read_text_file", "the answer must be an object, not null")),
-    (FS, READ, "fs/read_text_file", "old", malformed("fs/read_text_file", "the answer must be an object, not a string")),
-    (FS, READ, "fs/read_text_file", {"content": 7}, malformed("fs/read_text_file", "content must be a string, not a number")),
-    (FS, WRITE, "fs/write_text_file", [], malformed("fs/write_text_file", "the answer must be an object, not an array")),
-    (FS, WRITE, "fs/write_text_file", "ok", malformed("fs/write_text_file", "the answer must be an object, not a string")),
+    (
+        FS,
+        READ,
+        "fs/read_text_file",
+        "old",
+        malformed("fs/read_text_file", "the answer must be an object, not a string"),
+    ),
+    (
+        FS,
+        READ,
+        "fs/read_text_file",
+        {"content": 7},
+        malformed("fs/read_text_file", "content must be a string, not a number"),
+    ),
+    (
+        FS,
+        WRITE,
+        "fs/write_text_file",
+        [],
+        malformed("fs/write_text_file", "the answer must be an object, not an array"),
+    ),
+    (
+        FS,
+        WRITE,
+        "fs/write_text_file",
+        "ok",
+        malformed("fs/write_text_file", "the answer must be an object, not a string"),
+    ),
     (
         {},
         ASKED,
@@ -107,7 +137,13 @@ CASES = [
         {"outcome": {"outcome": "selected", "optionId": "allow_forever"}},
         "Denied: the editor chose an unknown option",
     ),
-    (TERMINAL, RUN, "terminal/create", {"terminalId": 5}, malformed("terminal/create", "terminalId must be a string, not a number")),
+    (
+        TERMINAL,
+        RUN,
+        "terminal/create",
+        {"terminalId": 5},
+        malformed("terminal/create", "terminalId must be a string, not a number"),
+    ),
     (TERMINAL, RUN, "terminal/create", {}, malformed("terminal/create", "terminalId is required")),
     (TERMINAL, RUN, "terminal/create", [], malformed("terminal/create", "the answer must be an object, not an array")),
     (
@@ -117,7 +153,13 @@ CASES = [
         {"exitCode": "zero"},
         malformed("terminal/wait_for_exit", "exitCode must be an integer, not a string"),
     ),
-    (TERMINAL, RUN, "terminal/wait_for_exit", "done", malformed("terminal/wait_for_exit", "the answer must be an object, not a string")),
+    (
+        TERMINAL,
+        RUN,
+        "terminal/wait_for_exit",
+        "done",
+        malformed("terminal/wait_for_exit", "the answer must be an object, not a string"),
+    ),
     (TERMINAL, RUN, "terminal/output", {"text": "hi\n"}, malformed("terminal/output", "output is required")),
     (
         TERMINAL,
@@ -255,7 +297,10 @@ def refusing(data: Any):
 @pytest.mark.parametrize(
     ("data", "shown"),
     [
-        ({"details": "Permission denied for terminal/create"}, "Internal error (Permission denied for terminal/create)"),
+        (
+            {"details": "Permission denied for terminal/create"},
+            "Internal error (Permission denied for terminal/create)",
+        ),
         ("Permission denied for terminal/create", "Internal error (Permission denied for terminal/create)"),
         ({"uri": "/nowhere"}, 'Internal error ({"uri":"/nowhere"})'),
         (None, "Internal error"),
@@ -304,7 +349,10 @@ async def test_an_error_answer_to_a_permission_question_shows_its_details(tmp_pa
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
         await editor.prompt(sid, "go")
-        assert failure_text(final_update(editor, sid)) == "Denied: the editor refused to ask (Internal error (no UI attached))"
+        assert (
+            failure_text(final_update(editor, sid))
+            == "Denied: the editor refused to ask (Internal error (no UI attached))"
+        )
         assert (tmp_path / "notes.txt").read_text() == "old"
         await turn_survives(editor, sid)
 

@@ -195,6 +195,61 @@ class Acknowledged(WireModel):
     nothing we read (`parse_answer` also takes `null` for it, as the reference SDK does)."""
 
 
+# --- the `prompt` client's side: the server's requests and answers, as far as it reads them --
+# (`sessionId` is not required: the client has one session and does not read it.)
+
+
+class PermissionOption(WireModel):
+    option_id: str
+    name: str
+    kind: str  # allow_once, allow_always, reject_once, reject_always; a newer kind is not chosen
+
+
+class PermissionToolCall(WireModel):
+    tool_call_id: str
+    title: str | None = None
+    kind: str | None = None
+
+
+class RequestPermissionParams(WireModel):
+    tool_call: PermissionToolCall
+    options: list[PermissionOption]
+
+
+def _count(value: int | None) -> int | None:
+    if value is not None and value < 0:
+        raise ValueError("must be a non-negative integer")
+    return value
+
+
+class ReadTextFileParams(WireModel):
+    path: str
+    line: int | None = Field(default=None, strict=True)  # strict: `true` and "2" are not lines
+    limit: int | None = Field(default=None, strict=True)
+
+    _path = field_validator("path")(_absolute)
+    _counts = field_validator("line", "limit")(_count)
+
+
+class WriteTextFileParams(WireModel):
+    path: str
+    content: str
+
+    _path = field_validator("path")(_absolute)
+
+
+class InitializeAnswer(WireModel):
+    protocol_version: int
+
+
+class NewSessionAnswer(WireModel):
+    session_id: str
+
+
+class PromptAnswer(WireModel):
+    stop_reason: str
+
+
 # --- results: what we answer ---------------------------------------------------------------
 
 
