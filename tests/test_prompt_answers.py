@@ -28,7 +28,10 @@ async def converse(tmp_path: Path, *, answers: dict[str, Any], requests: tuple[d
     record = tmp_path / "record.jsonl"
     plan.write_text(json.dumps({"answers": answers, "requests": list(requests), "record": str(record)}))
     args = argparse.Namespace(json=False, cwd=str(tmp_path), text="go", allow=True, deny=False, max_frame_bytes=1 << 20)
-    process = subprocess.Popen([sys.executable, str(SERVER), str(plan)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    # The client takes a started process, as `run_prompt_command` gives it one.
+    process = subprocess.Popen(  # noqa: ASYNC220
+        [sys.executable, str(SERVER), str(plan)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     try:
         return await PromptClient(args, process).run()
     finally:
