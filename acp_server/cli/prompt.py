@@ -22,7 +22,7 @@ import acp_server
 from acp_server.cli.display import Display
 from acp_server.cli.settings import server_args
 from acp_server.protocol import methods
-from acp_server.protocol.models import (
+from acp_server.protocol.answers import (
     InitializeAnswer,
     MalformedAnswerError,
     NewSessionAnswer,
@@ -30,11 +30,10 @@ from acp_server.protocol.models import (
     PromptAnswer,
     ReadTextFileParams,
     RequestPermissionParams,
-    WireModel,
     WriteTextFileParams,
-    parse,
     parse_answer,
 )
+from acp_server.protocol.models import WireModel, parse
 from acp_server.rpc.dispatch import Dispatcher
 from acp_server.rpc.errors import INTERNAL_ERROR, RESOURCE_NOT_FOUND, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer

@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from acp_server.protocol.models import MalformedAnswerError, WireModel, parse_answer
+from acp_server.protocol.answers import MalformedAnswerError, parse_answer
+from acp_server.protocol.models import WireModel
 from acp_server.rpc.errors import PeerClosedError, RequestTimeoutError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.turns.quirks import Quirks, quirks_for

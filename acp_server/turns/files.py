@@ -17,7 +17,8 @@ from typing import Any
 import anyio
 
 from acp_server.protocol import methods
-from acp_server.protocol.models import Acknowledged, ReadTextFileResult
+from acp_server.protocol.answers import Acknowledged
+from acp_server.protocol.models import ReadTextFileResult
 from acp_server.turns.client import ClientCapabilities, EditorChannel
 from adapters.base import ToolRefused
 from adapters.paths import confine

@@ -16,7 +16,8 @@ from typing import Any, Literal, get_args
 import anyio
 
 from acp_server.protocol import methods
-from acp_server.protocol.models import Acknowledged, CreateTerminalResult, TerminalExit, TerminalOutputResult
+from acp_server.protocol.answers import Acknowledged
+from acp_server.protocol.models import CreateTerminalResult, TerminalExit, TerminalOutputResult
 from acp_server.turns.client import EditorChannel
 from acp_server.turns.processes import OUTPUT_LIMIT, run_local
 from acp_server.turns.quirks import Quirks
