@@ -367,3 +367,18 @@ async def test_many_malformed_answers_in_a_row_leave_the_server_serving(tmp_path
             for _ in range(20):
                 assert (await editor.prompt(sid, "go"))["stopReason"] == "end_turn"
         await turn_survives(editor, sid)
+
+
+async def test_a_huge_error_message_is_cut_short_too(tmp_path):
+    async def shouting(params: dict[str, Any]) -> Any:
+        raise RpcError(INTERNAL_ERROR, "Internal error: " + "x" * 100_000, [1] * 100_000)
+
+    async with running(scripted(READ)) as editor:
+        editor.handlers["fs/read_text_file"] = shouting
+        await editor.initialize(FS)
+        sid = await editor.new_session(tmp_path)
+        await editor.prompt(sid, "go")
+        message = ("Internal error: " + "x" * 200)[:199] + "…"
+        data = ",".join(["[1"] + ["1"] * 100)[:199] + "…"
+        assert failure_text(final_update(editor, sid)) == f"The editor refused fs/read_text_file: {message} ({data})"
+        await turn_survives(editor, sid)

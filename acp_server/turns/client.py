@@ -90,24 +90,24 @@ def check_answer(method: str, answer: type[A], result: Any) -> A:
 
 
 def error_text(exc: RpcError) -> str:
-    """An error answer's message with the details its `data` carries, capped at DETAIL_LIMIT."""
-    detail = _detail(exc.data)
-    if not detail or detail in exc.message:
-        return exc.message
-    if len(detail) > DETAIL_LIMIT:
-        detail = detail[: DETAIL_LIMIT - 1].rstrip() + "…"
-    return f"{exc.message} ({detail})"
+    """An error answer's message with the details its `data` carries: one line, each part cut
+    at DETAIL_LIMIT characters (a stack trace or a dump must not flood the tool call)."""
+    message, detail = _line(exc.message), _line(_detail(exc.data))
+    return message if not detail or detail in message else f"{message} ({detail})"
 
 
 def _detail(data: object) -> str:
     # The TypeScript SDK puts a thrown error's text in `data.details`; others send a bare string.
+    if data is None or isinstance(data, str):
+        return data or ""
     if isinstance(data, dict):
         fields = cast(dict[str, Any], data)
         text = next((fields[key] for key in ("details", "message", "reason") if isinstance(fields.get(key), str)), None)
-        if text is None:
-            text = json.dumps(fields, ensure_ascii=False, separators=(",", ":"), default=str)[: DETAIL_LIMIT * 2]
-    elif data is None:
-        return ""
-    else:
-        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)[: DETAIL_LIMIT * 2]
-    return " ".join(text[: DETAIL_LIMIT * 2].split())  # one line: a stack trace must not flood the tool call
+        if text is not None:
+            return text
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _line(text: str) -> str:
+    line = " ".join(text[: DETAIL_LIMIT * 4].split())
+    return line if len(line) <= DETAIL_LIMIT else line[: DETAIL_LIMIT - 1].rstrip() + "…"
