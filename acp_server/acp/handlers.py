@@ -142,7 +142,9 @@ class AcpAgent:
 
     async def handle_initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(InitializeParams, params)
-        self.client = ClientCapabilities.from_wire(request.client_capabilities)
+        self.client = ClientCapabilities.from_wire(request.client_capabilities, request.client_info)
+        for entry in self.client.quirks.applied:
+            log.info("client %s: applying quirk %s (it %s)", entry.client, entry.quirk, entry.why)
         self._initialized = True
         caps = self.capabilities
         return InitializeResult(

@@ -23,6 +23,7 @@ from acp_server.turns.mapping import to_update
 from acp_server.turns.policy import DEFAULT_MODE
 from acp_server.turns.services import ClientCapabilities, ClientTools
 from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
+from acp_server.turns.terminal import TerminalChoice
 from adapters.base import AdapterCapabilities, Message, RuntimeAdapter, TurnInput
 from adapters.events import Envelope, PromptReceived, RuntimeEvent, TextDelta, TitleChanged, TurnFinished
 from journal.states import normalize_state
@@ -36,6 +37,7 @@ class AgentOptions:
     max_workers: int = 8
     permission_timeout: float | None = None
     cancel_grace: float = 1.0
+    terminal: TerminalChoice = "auto"  # where commands run: the editor's terminal or locally
 
 
 class Prompts:
@@ -134,6 +136,7 @@ class Prompts:
             mode=lambda: session.mode or DEFAULT_MODE,
             permission_timeout=self.options.permission_timeout,
             on_remember=lambda: self.sessions.save(session, permissions=dict(session.permissions.decisions)),
+            terminal=self.options.terminal,
         )
 
     async def _run_builtin(

@@ -103,6 +103,7 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     from acp_server.acp.handlers import AcpAgent, AgentOptions
     from acp_server.acp.server import serve_stdio
+    from acp_server.turns.terminal import TERMINAL_CHOICES, terminal_choice
     from adapters.registry import create_adapter
 
     try:
@@ -115,7 +116,10 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error("--max-frame-bytes must be at least 1024")
     if args.permission_timeout is not None and args.permission_timeout <= 0:
         parser.error("--permission-timeout must be a positive number of seconds")
-    options = AgentOptions(max_workers=args.max_workers, permission_timeout=args.permission_timeout)
+    terminal = terminal_choice(args.terminal)
+    if terminal is None:
+        parser.error(f"--terminal must be {', '.join(TERMINAL_CHOICES[:-1])} or {TERMINAL_CHOICES[-1]}")
+    options = AgentOptions(max_workers=args.max_workers, permission_timeout=args.permission_timeout, terminal=terminal)
     trace = _open_trace(args.trace, parser)
 
     async def serve() -> None:

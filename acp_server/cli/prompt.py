@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any, TypeVar
 
 import anyio
 
@@ -22,14 +22,20 @@ import acp_server
 from acp_server.cli.display import Display
 from acp_server.cli.settings import server_args
 from acp_server.protocol import methods
-from acp_server.rpc.dispatch import Dispatcher
-from acp_server.rpc.errors import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    RESOURCE_NOT_FOUND,
-    PeerClosedError,
-    RpcError,
+from acp_server.protocol.answers import (
+    InitializeAnswer,
+    MalformedAnswerError,
+    NewSessionAnswer,
+    PermissionOption,
+    PromptAnswer,
+    ReadTextFileParams,
+    RequestPermissionParams,
+    WriteTextFileParams,
+    parse_answer,
 )
+from acp_server.protocol.models import WireModel, parse
+from acp_server.rpc.dispatch import Dispatcher
+from acp_server.rpc.errors import INTERNAL_ERROR, RESOURCE_NOT_FOUND, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.rpc.wire import FrameWriter, PipeWriter, read_frames
 from acp_server.turns.files import replace_text, slice_lines
@@ -53,6 +59,18 @@ STOP_REASONS: dict[str, tuple[int, str | None]] = {
 CANCELLED_OUTCOME = {"outcome": {"outcome": "cancelled"}}
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+A = TypeVar("A", bound=WireModel)
+
+
+class ServerAnswerError(Exception):
+    """The server answered one of our requests with something that does not match the schema."""
+
+
+def _checked(method: str, answer: type[A], result: Any) -> A:
+    try:
+        return parse_answer(answer, result)
+    except MalformedAnswerError as exc:
+        raise ServerAnswerError(f"its answer to {method} was malformed: {exc}") from None
 
 
 def run_prompt_command(args: argparse.Namespace) -> int:
@@ -135,7 +153,7 @@ class PromptClient:
         try:
             with anyio.fail_after(STARTUP_TIMEOUT):
                 self._session_id = await self._start_session(peer)
-        except (PeerClosedError, RpcError, TimeoutError, ValueError) as exc:
+        except (PeerClosedError, RpcError, TimeoutError, ValueError, ServerAnswerError) as exc:
             _warn(f"error: the ACP server did not start: {_reason(exc)}")
             return EXIT_STARTUP
         self._turn_running = True
@@ -147,17 +165,16 @@ class PromptClient:
                     "prompt": [{"type": "text", "text": self._args.text}],
                 },
             )
-        except (RpcError, PeerClosedError) as exc:
+            stop_reason = _checked(methods.SESSION_PROMPT, PromptAnswer, result).stop_reason
+        except (RpcError, PeerClosedError, ServerAnswerError) as exc:
             # The peer handled every update sent before the answer (or the end) by now.
             self._display.finish()
-            _warn(
-                f"error: {exc.message}" if isinstance(exc, RpcError) else "error: the ACP server exited during the turn"
-            )
+            _warn(f"error: {_turn_failure(exc)}")
             return EXIT_ERROR
         finally:
             self._turn_running = False
         self._display.finish()
-        return _stop_status(result)
+        return _stop_status(stop_reason)
 
     async def _start_session(self, peer: Peer) -> str:
         init = await peer.request(
@@ -168,9 +185,9 @@ class PromptClient:
                 "clientInfo": CLIENT_INFO,
             },
         )
-        version = _member(init, "protocolVersion")
+        version = _checked(methods.INITIALIZE, InitializeAnswer, init).protocol_version
         if version != PROTOCOL_VERSION:
-            raise ValueError(f"it speaks protocol version {version!r}, this client speaks {PROTOCOL_VERSION}")
+            raise ValueError(f"it speaks protocol version {version}, this client speaks {PROTOCOL_VERSION}")
         session = await peer.request(
             methods.SESSION_NEW,
             {
@@ -178,10 +195,7 @@ class PromptClient:
                 "mcpServers": [],
             },
         )
-        session_id = _member(session, "sessionId")
-        if not isinstance(session_id, str):
-            raise ValueError("session/new answered without a sessionId")
-        return session_id
+        return _checked(methods.SESSION_NEW, NewSessionAnswer, session).session_id
 
     async def _reap(self) -> None:
         try:
@@ -223,21 +237,15 @@ class PromptClient:
         self._display.show(params)
 
     async def handle_request_permission(self, params: dict[str, Any]) -> dict[str, Any]:
-        tool = params.get("toolCall")
-        offered = params.get("options")
-        options = (
-            [cast(dict[str, Any], o) for o in cast(list[object], offered) if isinstance(o, dict) and "optionId" in o]
-            if isinstance(offered, list)
-            else []
-        )
+        request = parse(RequestPermissionParams, params)  # -32602 naming the fields, if malformed
         if self._cancelling:
             return CANCELLED_OUTCOME
-        choice = await self._choose(cast(dict[str, Any], tool) if isinstance(tool, dict) else {}, options)
+        choice = await self._choose(request.tool_call.model_dump(by_alias=True), request.options)
         if choice is None:
             return CANCELLED_OUTCOME
         return {"outcome": {"outcome": "selected", "optionId": choice}}
 
-    async def _choose(self, tool: dict[str, Any], options: list[dict[str, Any]]) -> str | None:
+    async def _choose(self, tool: dict[str, Any], options: list[PermissionOption]) -> str | None:
         title = self._display.tool_title(tool)
         if self._args.allow:
             return _pick(options, "allow_once", title)
@@ -265,31 +273,33 @@ class PromptClient:
             return None
 
 
-def _pick(options: list[dict[str, Any]], kind: str, title: str) -> str | None:
+def _pick(options: list[PermissionOption], kind: str, title: str) -> str | None:
     """The option of `kind`, else its "always" sibling; None (cancel) when neither is offered."""
     family = kind.split("_")[0]
     for wanted in (kind, f"{family}_always"):
         for option in options:
-            if option.get("kind") == wanted:
-                return str(option["optionId"])
+            if option.kind == wanted:
+                return option.option_id
     _warn(f"permission for {title!r}: no {family} option offered; cancelling")
     return None
 
 
-def _member(value: object, key: str) -> object:
-    """`value[key]` when `value` is a JSON object that has it, else None."""
-    return cast(dict[str, object], value).get(key) if isinstance(value, dict) else None
-
-
-def _stop_status(result: Any) -> int:
-    reason = _member(result, "stopReason")
-    if not isinstance(reason, str) or reason not in STOP_REASONS:
-        _warn(f"error: the server answered with an unknown stop reason {reason!r}")
+def _stop_status(reason: str) -> int:
+    if reason not in STOP_REASONS:
+        _warn(f"error: the server answered with an unknown stop reason {reason[:100]!r}")
         return EXIT_ERROR
     status, note = STOP_REASONS[reason]
     if note is not None:
         _warn(f"stopped: {note} ({reason})")
     return status
+
+
+def _turn_failure(exc: Exception) -> str:
+    if isinstance(exc, PeerClosedError):
+        return "the ACP server exited during the turn"
+    if isinstance(exc, RpcError):
+        return exc.message
+    return f"the ACP server failed the turn: {exc}"
 
 
 def _reason(exc: Exception) -> str:
@@ -323,36 +333,16 @@ class _ClosingOnce:
 
 async def read_text_file(params: dict[str, Any]) -> dict[str, Any]:
     """`fs/read_text_file`: the file's text, from 1-based `line` for at most `limit` lines."""
-    path = _absolute_path(params)
-    line, limit = _count(params, "line"), _count(params, "limit")
-    text = await anyio.to_thread.run_sync(_read, path)
-    return {"content": slice_lines(text, line, limit)}
+    request = parse(ReadTextFileParams, params)  # -32602 naming the fields, if malformed
+    text = await anyio.to_thread.run_sync(_read, request.path)
+    return {"content": slice_lines(text, request.line, request.limit)}
 
 
 async def write_text_file(params: dict[str, Any]) -> dict[str, Any]:
     """`fs/write_text_file`: creates or replaces the file (and missing parent directories)."""
-    path = _absolute_path(params)
-    content = params.get("content")
-    if not isinstance(content, str):
-        raise RpcError(INVALID_PARAMS, "Invalid params: content must be a string")
-    await anyio.to_thread.run_sync(_write, path, content)
+    request = parse(WriteTextFileParams, params)
+    await anyio.to_thread.run_sync(_write, request.path, request.content)
     return {}
-
-
-def _absolute_path(params: dict[str, Any]) -> str:
-    path = params.get("path")
-    if not isinstance(path, str) or not os.path.isabs(path):
-        raise RpcError(INVALID_PARAMS, "Invalid params: path must be an absolute path")
-    return path
-
-
-def _count(params: dict[str, Any], name: str) -> int | None:
-    value = params.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise RpcError(INVALID_PARAMS, f"Invalid params: {name} must be a non-negative integer")
-    return value
 
 
 def _read(path: str) -> str:
@@ -404,9 +394,9 @@ class Terminal:
             sys.stderr.write(text)
             sys.stderr.flush()
 
-    async def ask(self, title: str, kind: str, options: list[dict[str, Any]]) -> str | None:
+    async def ask(self, title: str, kind: str, options: list[PermissionOption]) -> str | None:
         """The chosen optionId; None when the terminal reached end of input."""
-        menu = "".join(f"  {n}) {o.get('name', o['optionId'])}\n" for n, o in enumerate(options, 1))
+        menu = "".join(f"  {n}) {o.name or o.option_id}\n" for n, o in enumerate(options, 1))
         self.write(f"Permission requested: {title} ({kind})\n{menu}")
         while True:
             self.write(f"Choose 1-{len(options)}: ")
@@ -415,7 +405,7 @@ class Terminal:
                 self.write("\n")
                 return None
             if answer.strip().isdecimal() and 1 <= int(answer) <= len(options):
-                return str(options[int(answer) - 1]["optionId"])
+                return options[int(answer) - 1].option_id
             self.write("Please answer with one of the numbers shown.\n")
 
     async def _read_line(self) -> str | None:

@@ -78,6 +78,14 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
         },
     ),
     (
+        "--terminal",
+        {
+            "help": "where commands run: auto (the editor's terminal when it offers one, else locally), "
+            "editor (only there; commands fail when it offers none) or local (default: auto)",
+            "default": "auto",
+        },
+    ),
+    (
         "--max-frame-bytes",
         {"help": "longest accepted input line in bytes (default: 64 MiB)", "type": int, "default": 64 << 20},
     ),

@@ -2,19 +2,27 @@
 
 `ClientCapabilities` reads the `clientCapabilities` object; `EditorChannel` sends one session's
 requests through the peer and turns the peer's failures into what a tool understands: a closed
-connection ends the turn (`TurnCancelled`), a timeout or an error refuses the tool (`ToolRefused`).
+connection ends the turn (`TurnCancelled`); a timeout, an error answer (its `data` details
+included) or an answer that does not match the schema refuses the tool (`ToolRefused`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, cast
+import json
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
 
+from acp_server.protocol.answers import MalformedAnswerError, parse_answer
+from acp_server.protocol.models import WireModel
 from acp_server.rpc.errors import PeerClosedError, RequestTimeoutError, RpcError
 from acp_server.rpc.peer import Peer
+from acp_server.turns.quirks import Quirks, quirks_for
 from adapters.base import ToolRefused, TurnCancelled
 
 CLIENT_TIMEOUT = 60.0  # seconds the editor gets to answer a file or terminal request
+DETAIL_LIMIT = 200  # characters of an error's `data` a refusal quotes: a message, not a dump
+
+A = TypeVar("A", bound=WireModel)
 
 
 def _object(value: object) -> dict[str, Any]:
@@ -27,16 +35,19 @@ class ClientCapabilities:
     write_text_file: bool = False
     terminal: bool = False
     elicitation_form: bool = False
+    quirks: Quirks = field(default_factory=Quirks)  # known mistakes of this client (turns/quirks.py), by its clientInfo
 
     @classmethod
-    def from_wire(cls, caps: dict[str, Any]) -> ClientCapabilities:
+    def from_wire(cls, caps: dict[str, Any], info: dict[str, Any] | None = None) -> ClientCapabilities:
         # Tolerant like the reference implementation: a malformed flag means "not offered".
         fs, elicitation = _object(caps.get("fs")), _object(caps.get("elicitation"))
+        name, version = _object(info).get("name"), _object(info).get("version")
         return cls(
             read_text_file=fs.get("readTextFile") is True,
             write_text_file=fs.get("writeTextFile") is True,
             terminal=caps.get("terminal") is True,
             elicitation_form=isinstance(elicitation.get("form"), dict),
+            quirks=quirks_for(name if isinstance(name, str) else None, version if isinstance(version, str) else None),
         )
 
 
@@ -61,4 +72,42 @@ class EditorChannel:
         except RequestTimeoutError as exc:
             raise ToolRefused(f"The editor did not answer in time ({exc})") from None
         except RpcError as exc:
-            raise ToolRefused(f"The editor refused {method}: {exc.message}") from None
+            raise ToolRefused(f"The editor refused {method}: {error_text(exc)}") from None
+
+    async def ask(
+        self, method: str, params: dict[str, Any], answer: type[A], *, timeout: float | None = CLIENT_TIMEOUT
+    ) -> A:
+        """The answer validated as `answer`; `ToolRefused` as for `call`, or when it is malformed."""
+        return check_answer(method, answer, await self.call(method, params, timeout=timeout))
+
+
+def check_answer(method: str, answer: type[A], result: Any) -> A:
+    """`result` as `answer`, or `ToolRefused` saying what the editor sent wrong."""
+    try:
+        return parse_answer(answer, result)
+    except MalformedAnswerError as exc:
+        raise ToolRefused(f"The editor's answer to {method} was malformed: {exc}") from None
+
+
+def error_text(exc: RpcError) -> str:
+    """An error answer's message with the details its `data` carries: one line, each part cut
+    at DETAIL_LIMIT characters (a stack trace or a dump must not flood the tool call)."""
+    message, detail = _line(exc.message), _line(_detail(exc.data))
+    return message if not detail or detail in message else f"{message} ({detail})"
+
+
+def _detail(data: object) -> str:
+    # The TypeScript SDK puts a thrown error's text in `data.details`; others send a bare string.
+    if data is None or isinstance(data, str):
+        return data or ""
+    if isinstance(data, dict):
+        fields = cast(dict[str, Any], data)
+        text = next((fields[key] for key in ("details", "message", "reason") if isinstance(fields.get(key), str)), None)
+        if text is not None:
+            return text
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _line(text: str) -> str:
+    line = " ".join(text[: DETAIL_LIMIT * 4].split())
+    return line if len(line) <= DETAIL_LIMIT else line[: DETAIL_LIMIT - 1].rstrip() + "…"

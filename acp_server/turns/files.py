@@ -17,7 +17,8 @@ from typing import Any
 import anyio
 
 from acp_server.protocol import methods
-from acp_server.protocol.models import ReadTextFileResult, parse
+from acp_server.protocol.answers import Acknowledged
+from acp_server.protocol.models import ReadTextFileResult
 from acp_server.turns.client import ClientCapabilities, EditorChannel
 from adapters.base import ToolRefused
 from adapters.paths import confine
@@ -65,7 +66,7 @@ class Files:
                 params["line"] = line
             if limit is not None:
                 params["limit"] = limit
-            return parse(ReadTextFileResult, await self.channel.call(methods.FS_READ_TEXT_FILE, params)).content
+            return (await self.channel.ask(methods.FS_READ_TEXT_FILE, params, ReadTextFileResult)).content
         real = confine(path, cwd=self.cwd, roots=self.roots)
         return slice_lines(await anyio.to_thread.run_sync(_read_local, real, path), line, limit)
 
@@ -77,7 +78,8 @@ class Files:
         except ToolRefused:
             old = None
         if self.client.write_text_file:
-            await self.channel.call(methods.FS_WRITE_TEXT_FILE, {"path": self._absolute(path), "content": content})
+            params = {"path": self._absolute(path), "content": content}
+            await self.channel.ask(methods.FS_WRITE_TEXT_FILE, params, Acknowledged)
             return old
         real = confine(path, cwd=self.cwd, roots=self.roots)
         await anyio.to_thread.run_sync(_write_local, real, content)

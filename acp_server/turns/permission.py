@@ -16,12 +16,12 @@ from typing import Any, Literal
 import anyio
 
 from acp_server.protocol import methods
-from acp_server.protocol.models import PermissionResult, parse
+from acp_server.protocol.models import PermissionResult
 from acp_server.rpc.errors import RequestTimeoutError, RpcError
-from acp_server.turns.client import EditorChannel
+from acp_server.turns.client import EditorChannel, check_answer, error_text
 from acp_server.turns.mapping import tool_call_fields
 from acp_server.turns.policy import PermissionMemory, always_key, decide
-from adapters.base import PermissionDecision
+from adapters.base import PermissionDecision, ToolRefused
 from adapters.events import PermissionDecided, RuntimeEvent, ToolCallStarted
 
 log = logging.getLogger(__name__)
@@ -76,9 +76,14 @@ class PermissionFlow:
             reason = f"No answer to the permission request within {self.timeout:g} s, so it was denied"
             return PermissionDecision(False, reason=reason), "timed_out", None
         except RpcError as exc:
-            reason = f"Denied: the editor refused to ask ({exc.message})"
+            reason = f"Denied: the editor refused to ask ({error_text(exc)})"
             return PermissionDecision(False, reason=reason), "rejected", None
-        answer = parse(PermissionResult, result).outcome
+        try:
+            answer = check_answer(methods.REQUEST_PERMISSION, PermissionResult, result).outcome
+        except ToolRefused as exc:
+            # Not the user's "no", but no "yes" either: this tool is denied, the turn goes on.
+            log.warning("%s", exc)
+            return PermissionDecision(False, reason=str(exc)), "rejected", None
         if answer.outcome == "cancelled":
             cancelled = PermissionDecision(False, cancelled=True, reason="The permission request was cancelled")
             return cancelled, "cancelled", None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from acp_server.protocol import methods
-from acp_server.protocol.models import ElicitationResult, PermissionResult, parse
+from acp_server.protocol.models import ElicitationResult, PermissionResult
 from acp_server.turns.client import EditorChannel
 from adapters.base import ToolRefused
 from adapters.events import RuntimeEvent, TextContent, ToolCallStarted, ToolCallUpdated
@@ -47,9 +47,7 @@ class Questions:
         }
         if tool_call_id is not None:
             params["toolCallId"] = tool_call_id
-        reply = parse(
-            ElicitationResult, await self.channel.call(methods.ELICITATION_CREATE, params, timeout=self.timeout)
-        )
+        reply = await self.channel.ask(methods.ELICITATION_CREATE, params, ElicitationResult, timeout=self.timeout)
         given = (reply.content or {}).get("answer")
         if reply.action != "accept" or not isinstance(given, str):
             raise ToolRefused(
@@ -60,24 +58,29 @@ class Questions:
         return given
 
     async def _ask_choices(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
-        own_call = tool_call_id is None
-        call_id = tool_call_id or f"call_{uuid.uuid4().hex[:16]}"
-        if own_call:
-            await self.emit(ToolCallStarted(call_id, question, "think"))
+        if tool_call_id is not None:
+            return await self._choose(question, choices, tool_call_id)
+        call_id = f"call_{uuid.uuid4().hex[:16]}"
+        await self.emit(ToolCallStarted(call_id, question, "think"))
+        try:
+            answer = await self._choose(question, choices, call_id)
+        except ToolRefused as exc:
+            await self.emit(ToolCallUpdated(call_id, status="failed", content=(TextContent(str(exc)),)))
+            raise
+        await self.emit(ToolCallUpdated(call_id, status="completed", content=(TextContent(answer),)))
+        return answer
+
+    async def _choose(self, question: str, choices: tuple[str, ...], call_id: str) -> str:
         options = [
             {"optionId": f"choice_{n}", "name": choice, "kind": "allow_once"} for n, choice in enumerate(choices)
         ]
         options.append({"optionId": "skip", "name": "Skip", "kind": "reject_once"})
         params = {"toolCall": {"toolCallId": call_id, "title": question, "kind": "think"}, "options": options}
-        result = await self.channel.call(methods.REQUEST_PERMISSION, params, timeout=self.timeout)
-        outcome = parse(PermissionResult, result).outcome
+        result = await self.channel.ask(methods.REQUEST_PERMISSION, params, PermissionResult, timeout=self.timeout)
+        outcome = result.outcome
         index = _choice_index(outcome.option_id if outcome.outcome == "selected" else None, len(choices))
         if index is None:
-            if own_call:
-                await self.emit(ToolCallUpdated(call_id, status="failed"))
             raise ToolRefused("The user skipped the question")
-        if own_call:
-            await self.emit(ToolCallUpdated(call_id, status="completed", content=(TextContent(choices[index]),)))
         return choices[index]
 
 

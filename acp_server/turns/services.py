@@ -1,7 +1,7 @@
 """`ClientTools`: the bridge's `TurnServices` for one turn of one session, made of one part per
 concern: `permission` (policy, then the user), `questions` (clarify), `files` (editor or local
-disk) and `terminal` (editor terminal or local processes). The session's mode is read at each
-ask, and read-only refuses writes and commands before any of them runs.
+disk) and `terminal` (editor terminal or local processes, as `--terminal` says). The session's
+mode is read at each ask, and read-only refuses writes and commands before any of them runs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from acp_server.turns.files import Files
 from acp_server.turns.permission import PermissionFlow
 from acp_server.turns.policy import PermissionMemory, refuse_in_read_only
 from acp_server.turns.questions import Questions
-from acp_server.turns.terminal import CommandRunner
+from acp_server.turns.terminal import CommandRunner, TerminalChoice
 from adapters.base import CommandResult, PermissionDecision
 from adapters.events import RuntimeEvent, ToolCallStarted
 
@@ -37,6 +37,7 @@ class ClientTools:
         emit: Callable[[RuntimeEvent], Awaitable[None]],
         permission_timeout: float | None = None,
         on_remember: Callable[[], Awaitable[None]] | None = None,
+        terminal: TerminalChoice = "auto",
     ) -> None:
         channel = EditorChannel(peer, session_id)
         self._mode = mode
@@ -52,7 +53,9 @@ class ClientTools:
             channel=channel, forms=client.elicitation_form, emit=emit, timeout=permission_timeout
         )
         self._files = Files(channel=channel, client=client, cwd=cwd, roots=roots)
-        self._commands = CommandRunner(channel=channel, in_editor=client.terminal, cwd=cwd, emit=emit)
+        self._commands = CommandRunner(
+            channel=channel, choice=terminal, advertised=client.terminal, quirks=client.quirks, cwd=cwd, emit=emit
+        )
 
     async def request_permission(self, tool: ToolCallStarted) -> PermissionDecision:
         return await self._permission.request(tool)

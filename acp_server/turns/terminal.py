@@ -1,8 +1,9 @@
-"""Where a turn's commands run: in the editor's terminal when it offered one, else locally.
+"""Where a turn's commands run: the editor's terminal or local processes, by `--terminal`
+(`auto`: the editor's when it offered `terminal`; `editor`: only there; `local`: never there).
 
-In the editor, the command gets a `terminal/create`d terminal that is embedded in its tool
-call, waited for (up to the timeout, then killed), read, and always released, also when the
-turn is cancelled. Locally it runs through `processes.run_local`.
+In the editor, the command gets a `terminal/create`d terminal (shaped for the client's quirks)
+that is embedded in its tool call, waited for (up to the timeout, then killed), read, and always
+released, also when the turn is cancelled. Locally it runs through `processes.run_local`.
 """
 
 from __future__ import annotations
@@ -10,13 +11,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
 import anyio
 
 from acp_server.protocol import methods
-from acp_server.protocol.models import CreateTerminalResult, TerminalExit, TerminalOutputResult, parse
+from acp_server.protocol.answers import Acknowledged
+from acp_server.protocol.models import CreateTerminalResult, TerminalExit, TerminalOutputResult
 from acp_server.turns.client import EditorChannel
 from acp_server.turns.processes import OUTPUT_LIMIT, run_local
+from acp_server.turns.quirks import Quirks
 from adapters.base import CommandResult, ToolRefused, TurnCancelled
 from adapters.events import RuntimeEvent, TerminalContent, ToolCallUpdated
 
@@ -24,42 +28,55 @@ log = logging.getLogger(__name__)
 
 CLEANUP_TIMEOUT = 5.0  # seconds for terminal/kill and terminal/release once the turn is over
 
+TerminalChoice = Literal["auto", "editor", "local"]
+TERMINAL_CHOICES: tuple[TerminalChoice, ...] = get_args(TerminalChoice)
+
+
+def terminal_choice(text: str) -> TerminalChoice | None:
+    """The `--terminal` value `text` names, or None."""
+    return next((choice for choice in TERMINAL_CHOICES if choice == text), None)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommandRunner:
     channel: EditorChannel
-    in_editor: bool  # the editor advertised `terminal`
+    choice: TerminalChoice
+    advertised: bool  # the editor advertised `terminal`
+    quirks: Quirks
     cwd: str
     emit: Callable[[RuntimeEvent], Awaitable[None]]
 
     async def run(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult:
-        if self.in_editor:
-            return await self._run_in_editor(command, tool_call_id, timeout)
-        return await run_local(command, cwd=self.cwd, timeout=timeout)
+        if self.choice == "local" or (self.choice == "auto" and not self.advertised):
+            return await run_local(command, cwd=self.cwd, timeout=timeout)
+        if not self.advertised:
+            raise ToolRefused(
+                "Commands run only in the editor's terminal (--terminal editor), "
+                "and this editor did not offer one (no `terminal` client capability)"
+            )
+        return await self._run_in_editor(command, tool_call_id, timeout)
+
+    def create_params(self, command: str) -> dict[str, Any]:
+        """`terminal/create` params: the spec's program and arguments, or what a quirk needs."""
+        if self.quirks.has("terminal_shell_command_line"):
+            shaped: dict[str, Any] = {"command": command}  # the client adds the shell itself
+        else:
+            shaped = {"command": "/bin/sh", "args": ["-c", command]}
+        return {**shaped, "cwd": self.cwd, "outputByteLimit": OUTPUT_LIMIT}
 
     async def _run_in_editor(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult:
-        created = await self.channel.call(
-            methods.TERMINAL_CREATE,
-            {
-                "command": "/bin/sh",
-                "args": ["-c", command],
-                "cwd": self.cwd,
-                "outputByteLimit": OUTPUT_LIMIT,
-            },
-        )
-        terminal_id = parse(CreateTerminalResult, created).terminal_id
+        created = await self.channel.ask(methods.TERMINAL_CREATE, self.create_params(command), CreateTerminalResult)
+        terminal_id = created.terminal_id
         ref = {"terminalId": terminal_id}
         try:
             if tool_call_id is not None:
                 await self.emit(ToolCallUpdated(tool_call_id, content=(TerminalContent(terminal_id),)))
             exit_status: TerminalExit | None = None
             with anyio.move_on_after(timeout):
-                exit_status = parse(
-                    TerminalExit, await self.channel.call(methods.TERMINAL_WAIT_FOR_EXIT, ref, timeout=None)
-                )
+                exit_status = await self.channel.ask(methods.TERMINAL_WAIT_FOR_EXIT, ref, TerminalExit, timeout=None)
             if exit_status is None:
-                await self.channel.call(methods.TERMINAL_KILL, ref)
-            output = parse(TerminalOutputResult, await self.channel.call(methods.TERMINAL_OUTPUT, ref))
+                await self.channel.ask(methods.TERMINAL_KILL, ref, Acknowledged)
+            output = await self.channel.ask(methods.TERMINAL_OUTPUT, ref, TerminalOutputResult)
             status = exit_status or output.exit_status or TerminalExit()
             text = output.output if exit_status else output.output + f"\n[timed out after {timeout:g} s]"
             return CommandResult(text, status.exit_code, status.signal, output.truncated, terminal_id)
@@ -70,9 +87,10 @@ class CommandRunner:
             await self._finally(methods.TERMINAL_RELEASE, ref)
 
     async def _finally(self, method: str, ref: dict[str, str]) -> None:
-        # Cleanup must neither be cancelled with the turn nor replace the error that ended it.
+        # Cleanup must neither be cancelled with the turn nor replace the error that ended it:
+        # a refused or malformed answer here is logged, the command's result stands.
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT):
             try:
-                await self.channel.call(method, ref)
+                await self.channel.ask(method, ref, Acknowledged)
             except (ToolRefused, TurnCancelled) as exc:
                 log.warning("%s failed: %s", method, exc)
