@@ -255,7 +255,7 @@ class AcpAgent:
             )
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Replay the whole conversation, then answer: the client sees history before `{}`."""
+        """Replay the whole conversation, then answer (modes and config options): history comes first."""
         session = await self._reattach(parse(LoadSessionParams, params))
         assert self.journal is not None
         runs = {run.id: run for run in await self.journal.runs(session.id)}
