@@ -143,7 +143,10 @@ async def test_an_openai_edit_asks_with_the_diff_against_the_editors_buffer(tmp_
 
 @pytest.mark.parametrize(
     "tool",
-    [("write_file", {"path": "app.py", "content": NEW}), ("edit_file", {"path": "app.py", "old_string": "2", "new_string": "3"})],
+    [
+        ("write_file", {"path": "app.py", "content": NEW}),
+        ("edit_file", {"path": "app.py", "old_string": "2", "new_string": "3"}),
+    ],
     ids=["write_file", "edit_file"],
 )
 async def test_an_openai_change_asks_with_the_diff_against_the_disk_without_editor_fs(
