@@ -95,15 +95,17 @@ def elisp_launches() -> list[Launch]:
 
 
 def readme_launches() -> list[Launch]:
-    """The server command lines of the README's Toad and acpx examples, each with the variables
-    set on its own shell line."""
-    text = (CONFIGS / "README.md").read_text()
+    """The server command lines of the Toad and acpx examples (editor-configs/README.md and the
+    main README's "Use it from an editor"), each with the variables set on its own shell line."""
+    main = (REPO / "README.md").read_text().split("## Use it from an editor", 1)[1].split("\n## ", 1)[0]
+    texts = {"editor-configs/README.md": (CONFIGS / "README.md").read_text(), "README.md": main}
     found = []
-    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            words = shlex.split(line)
-            env = dict(w.split("=", 1) for w in words if re.fullmatch(r"[A-Z_]+=\S+", w))
-            found += [_launch(f"README.md: {line[:60]}...", server, env) for server in _server_lines(words)]
+    for name, text in texts.items():
+        for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                words = shlex.split(line)
+                env = dict(w.split("=", 1) for w in words if re.fullmatch(r"[A-Z_]+=\S+", w))
+                found += [_launch(f"{name}: {line[:60]}...", server, env) for server in _server_lines(words)]
     return found
 
 
@@ -186,7 +188,8 @@ def test_the_snippets_are_all_found():
     sources = [launch.source.split(":")[0] for launch in SNIPPETS]
     assert sources.count("codecompanion.lua") == 3
     assert sources.count("agent-shell.el") == 3
-    assert sources.count("README.md") == 4  # two for Toad, two for acpx
+    assert sources.count("editor-configs/README.md") == 4  # two for Toad, two for acpx
+    assert sources.count("README.md") == 2  # one each
     assert {"--agent"} <= {a for launch in SNIPPETS for a in launch.args}
 
 
