@@ -363,13 +363,14 @@ def _play_tool(step: ToolStep, turn: TurnInput, sink: Sink) -> None:
         decision = sink.request_permission(tool_call_id)
         if not decision.allowed:
             reason = decision.reason or "Permission denied by the user"
-            sink.tool_update(tool_call_id, status="failed", content=[*preview, TextContent(reason)])
+            # Only the reason stays: a diff on a failed call would read as a change that was made.
+            sink.tool_update(tool_call_id, status="failed", content=[TextContent(reason)])
             return
     sink.tool_update(tool_call_id, status="in_progress")
     try:
         outcome = _operate(step, turn, sink, tool_call_id)
     except ToolRefused as exc:
-        sink.tool_update(tool_call_id, status="failed", content=[*preview, TextContent(str(exc))])
+        sink.tool_update(tool_call_id, status="failed", content=[TextContent(str(exc))])
         return
     content = list(outcome.content)
     if step.result is not None:
@@ -384,7 +385,7 @@ def _play_tool(step: ToolStep, turn: TurnInput, sink: Sink) -> None:
 
 def _preview(step: ToolStep, turn: TurnInput, sink: Sink) -> tuple[ToolContent, ...]:
     """The diff a `write_file` will make, old text read as the write will find it: from the
-    editor's buffer when it serves `fs`, else from disk; `None` when there is no such file."""
+    editor's buffer when it serves `fs`, else from disk; `None` when it cannot be read (a new file)."""
     if step.write_file is None:
         return ()
     path = step.write_file.path

@@ -193,7 +193,7 @@ async def test_read_only_mode_refuses_edits_and_commands_without_asking(tmp_path
         ]
         assert asked(editor) == []
         assert not (tmp_path / "a.txt").exists() and not (tmp_path / "b.txt").exists()
-        messages = [u["content"][-1]["content"]["text"] for u in editor.updates[sid] if u.get("status") == "failed"]
+        messages = [u["content"][0]["content"]["text"] for u in editor.updates[sid] if u.get("status") == "failed"]
         assert messages == [
             "Refused: writing files is not allowed in read-only mode (change it with /mode)",
             "Refused: running commands is not allowed in read-only mode (change it with /mode)",

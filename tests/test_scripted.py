@@ -363,7 +363,7 @@ def test_write_file_shows_its_diff_before_asking_permission():
         ("read_text_file", ("a.py",)),
         update(None, [preview]),
         ("request_permission", ("tool-1",)),
-        update("failed", [preview, TextContent("Permission denied by the user")]),
+        update("failed", [TextContent("Permission denied by the user")]),
     ]
 
 
