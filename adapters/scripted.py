@@ -355,10 +355,15 @@ class _Outcome:
 
 def _play_tool(step: ToolStep, turn: TurnInput, sink: Sink) -> None:
     tool_call_id = sink.tool_call(step.tool, kind=step.kind, raw_input=step.raw_input)
+    # The diff goes out before the question, so the user approves a change they have seen.
+    preview = _preview(step, turn, sink)
+    if preview:
+        sink.tool_update(tool_call_id, content=preview)
     if step.ask:
         decision = sink.request_permission(tool_call_id)
         if not decision.allowed:
             reason = decision.reason or "Permission denied by the user"
+            # Only the reason stays: a diff on a failed call would read as a change that was made.
             sink.tool_update(tool_call_id, status="failed", content=[TextContent(reason)])
             return
     sink.tool_update(tool_call_id, status="in_progress")
@@ -378,15 +383,32 @@ def _play_tool(step: ToolStep, turn: TurnInput, sink: Sink) -> None:
     )
 
 
+def _preview(step: ToolStep, turn: TurnInput, sink: Sink) -> tuple[ToolContent, ...]:
+    """The diff a `write_file` will make, old text read as the write will find it: from the
+    editor's buffer when it serves `fs`, else from disk; `None` when it cannot be read (a new file)."""
+    if step.write_file is None:
+        return ()
+    path = step.write_file.path
+    try:
+        old_text: str | None = sink.read_text_file(path)
+    except ToolRefused:
+        old_text = None
+    return (DiffContent(path=_shown(turn, path), new_text=step.write_file.content, old_text=old_text),)
+
+
+def _shown(turn: TurnInput, path: str) -> str:
+    # ACP diffs name absolute paths; the sink resolves a relative one against the cwd too.
+    return os.path.normpath(os.path.join(turn.cwd, path))
+
+
 def _operate(step: ToolStep, turn: TurnInput, sink: Sink, tool_call_id: str) -> _Outcome:
     if step.read_file is not None:
         return _Outcome((TextContent(sink.read_text_file(step.read_file)),))
     if step.write_file is not None:
         path, new_text = step.write_file.path, step.write_file.content
+        # The old text the write replaced, which is what the file held if it changed since the preview.
         old_text = sink.write_text_file(path, new_text)
-        # ACP diffs name absolute paths; the sink resolved a relative one against the cwd too.
-        shown = os.path.normpath(os.path.join(turn.cwd, path))
-        return _Outcome((DiffContent(path=shown, new_text=new_text, old_text=old_text),))
+        return _Outcome((DiffContent(path=_shown(turn, path), new_text=new_text, old_text=old_text),))
     if step.run is not None:
         result = sink.run_command(step.run, tool_call_id=tool_call_id)
         terminal = (TerminalContent(result.terminal_id),) if result.terminal_id else ()

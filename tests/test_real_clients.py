@@ -30,25 +30,19 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import venv
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import pytest
+from installs import CLIENTS, install_lock, locked_version, node_packages, unavailable
 
-try:
-    import fcntl
-except ImportError:  # not POSIX: installs are not serialized across concurrent runs
-    fcntl = None  # type: ignore[assignment]
-
-CLIENTS = Path(__file__).resolve().parent / "clients"
 TS_CLIENT = CLIENTS / "ts-client.mjs"
 PY_CLIENT = CLIENTS / "py_sdk_client.py"
 PY_SDK = "agent-client-protocol"
 PY_SDK_VERSION = "0.12.1"
-IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+SDK_PACKAGE = "@agentclientprotocol/sdk"
 CLIENT_TIMEOUT = 90  # seconds for one client run; a run normally takes 2-4 s
 
 # What the official clients say about our server and that these tests tolerate: each one was found by
@@ -138,76 +132,12 @@ CALLS_AFTER_RESTART = [
 TOUR_TEXT = "Hello from the scripted agent.\nDone."
 
 
-def unavailable(reason: str, *, node: bool = False) -> None:
-    """Skip with a visible reason; in CI a missing client runtime is a failure, except Node.js when
-    .ci/run found it could not install it (it says why in ACP_TEST_NO_NODE)."""
-    if node and (why := os.environ.get("ACP_TEST_NO_NODE")):
-        pytest.skip(f"{reason} ({why})")
-    if IN_CI:
-        pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
-    pytest.skip(reason)
-
-
-@contextlib.contextmanager
-def install_lock(name: str):
-    """Serialize installs across concurrent pytest runs on this machine."""
-    if fcntl is None:
-        yield
-        return
-    path = Path(tempfile.gettempdir()) / f"acp-server-tests-{os.getuid()}-{name}.lock"
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 # --- the TypeScript SDK client ------------------------------------------------------------------
-
-
-def _locked_sdk_version() -> str:
-    lock = json.loads((CLIENTS / "package-lock.json").read_text())
-    return lock["packages"]["node_modules/@agentclientprotocol/sdk"]["version"]
-
-
-def _installed_sdk_version() -> str | None:
-    manifest = CLIENTS / "node_modules" / "@agentclientprotocol" / "sdk" / "package.json"
-    try:
-        return json.loads(manifest.read_text())["version"]
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 @pytest.fixture(scope="session")
 def ts_client() -> list[str]:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None:
-        unavailable("Node.js is not installed: the TypeScript SDK client needs node >= 18 and npm", node=True)
-    major = subprocess.run([node, "--version"], capture_output=True, text=True, check=False).stdout.strip()
-    if not major.startswith("v") or int(major[1:].split(".")[0]) < 18:
-        unavailable(f"Node.js {major or '?'} is too old: the TypeScript SDK client needs node >= 18", node=True)
-    wanted = _locked_sdk_version()
-    if _installed_sdk_version() != wanted:
-        if npm is None:
-            unavailable("npm is not installed: cannot install tests/clients' dependencies (npm ci)", node=True)
-        with install_lock("npm"):
-            if _installed_sdk_version() != wanted:
-                try:
-                    done = subprocess.run(
-                        [npm, "ci", "--prefix", str(CLIENTS), "--no-audit", "--no-fund"],
-                        capture_output=True,
-                        text=True,
-                        timeout=300,
-                        check=False,
-                    )
-                except subprocess.TimeoutExpired:
-                    unavailable("`npm ci --prefix tests/clients` took longer than 300 s (no registry?)")
-                if done.returncode != 0:
-                    unavailable(f"`npm ci --prefix tests/clients` failed (no registry?): {done.stderr[-1500:]}")
-        if _installed_sdk_version() != wanted:
-            unavailable(f"@agentclientprotocol/sdk {wanted} is still not installed after npm ci")
-    return [node, str(TS_CLIENT)]
+    return [node_packages(SDK_PACKAGE), str(TS_CLIENT)]
 
 
 # --- the Python SDK client ----------------------------------------------------------------------
@@ -358,7 +288,7 @@ def check_summary(summary: dict[str, Any], tmp_path: Path, sdk_version: str) -> 
     assert calls["Read notes.txt"]["kind"] == "read"
     assert calls["Read notes.txt"]["contentTypes"] == ["content"]
     assert calls["Write out.txt"]["kind"] == "edit"
-    assert calls["Write out.txt"]["contentTypes"] == ["diff"]
+    assert calls["Write out.txt"]["contentTypes"] == ["diff", "diff"]  # shown before the question, then written
     assert calls["Echo"]["kind"] == "execute"
     assert calls["Echo"]["rawOutput"] == {"exitCode": 0}
 
@@ -407,8 +337,9 @@ def check_summary(summary: dict[str, Any], tmp_path: Path, sdk_version: str) -> 
     for process in (first, second):
         assert process["exit"]["code"] == 0, process
         assert process["handledUpdates"] == process["rawIncoming"]["session/update"], process
-    # the only error the client sent: "no such file" while the server read out.txt's old text for the diff
-    assert [e["error"]["code"] for e in first["outgoingErrors"]] in ([], [-32002])
+    # the only errors the client sent: "no such file" while the server read out.txt's old text, for
+    # the diff shown before the permission question and again when writing it
+    assert [e["error"]["code"] for e in first["outgoingErrors"]] in ([], [-32002, -32002])
     assert second["outgoingErrors"] == []
 
     # after the restart: session/load replays the whole conversation, then answers
@@ -456,7 +387,7 @@ def check_summary(summary: dict[str, Any], tmp_path: Path, sdk_version: str) -> 
 
 def test_official_typescript_sdk_client(ts_client, tmp_path):
     summary = run_client(ts_client, server_config(tmp_path))
-    check_summary(summary, tmp_path, _locked_sdk_version())
+    check_summary(summary, tmp_path, locked_version(SDK_PACKAGE))
 
 
 def test_official_python_sdk_client(py_sdk_client, tmp_path):

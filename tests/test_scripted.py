@@ -145,7 +145,7 @@ def started(title: str, kind: str = "other", raw_input: Any = None) -> tuple[str
 
 
 def update(
-    status: str, content: list[Any] | None = None, raw_output: Any = None, *, tid: str = "tool-1"
+    status: str | None, content: list[Any] | None = None, raw_output: Any = None, *, tid: str = "tool-1"
 ) -> tuple[str, tuple[Any, ...]]:
     return ("tool_update", (tid, status, content, raw_output))
 
@@ -346,15 +346,33 @@ def test_write_file_shows_a_diff_with_an_absolute_path():
     steps = [{"tool": "Edit", "kind": "edit", "write_file": {"path": "src/../a.py", "content": "new\n"}}]
     assert play(steps, sink)[1] == [
         started("Edit", "edit"),
+        ("read_text_file", ("src/../a.py",)),
+        update(None, [DiffContent(path=f"{CWD}/a.py", new_text="new\n", old_text="file text")]),
         update("in_progress"),
         ("write_text_file", ("src/../a.py", "new\n")),
         update("completed", [DiffContent(path=f"{CWD}/a.py", new_text="new\n", old_text="old\n")]),
     ]
 
 
+def test_write_file_shows_its_diff_before_asking_permission():
+    sink = RecordingSink(file_text="old\n", decision=PermissionDecision(False))
+    steps = [{"tool": "Edit", "kind": "edit", "ask": True, "write_file": {"path": "a.py", "content": "new\n"}}]
+    preview = DiffContent(path=f"{CWD}/a.py", new_text="new\n", old_text="old\n")
+    assert play(steps, sink)[1] == [
+        started("Edit", "edit"),
+        ("read_text_file", ("a.py",)),
+        update(None, [preview]),
+        ("request_permission", ("tool-1",)),
+        update("failed", [TextContent("Permission denied by the user")]),
+    ]
+
+
 def test_write_file_to_a_new_absolute_path_has_no_old_text():
+    sink = RecordingSink(refuse="read_text_file")  # what the sink does for a file that is not there
     steps = [{"tool": "Create", "write_file": {"path": "/tmp/new.txt", "content": "x"}}]
-    assert play(steps)[1][-1] == update("completed", [DiffContent("/tmp/new.txt", "x", None)])
+    calls = play(steps, sink)[1]
+    assert calls[2] == update(None, [DiffContent("/tmp/new.txt", "x", None)])
+    assert calls[-1] == update("completed", [DiffContent("/tmp/new.txt", "x", None)])
 
 
 def test_run_shows_the_terminal_and_output_and_completes_on_exit_zero():

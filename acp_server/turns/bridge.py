@@ -181,6 +181,9 @@ class ThreadSink:
         self._push(
             ToolCallUpdated(tool_call_id, status, title, None if content is None else tuple(content), raw_output)
         )
+        if content is not None:
+            # A permission question shows the call as the editor last saw it: a diff included.
+            self._tools[tool_call_id] = replace(self._tools[tool_call_id], content=tuple(content))
         if status == "in_progress":
             # The tool is about to run: wait until its "dispatched" record is published (and
             # journaled), so a crash can never hide a side effect that happened.

@@ -1,0 +1,100 @@
+"""The third-party clients the end-to-end tests drive: found, or installed once, or skipped.
+
+Node.js packages come from tests/clients (package.json, pinned by package-lock.json) through
+`npm ci`, run here when what is installed differs from the lockfile. Without Node/npm or a
+reachable registry a test skips with the reason; under CI (`CI` set to a true value) it fails
+instead, except when .ci/run could not install Node.js and says why in `ACP_TEST_NO_NODE`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: installs are not serialized across concurrent runs
+    fcntl = None  # type: ignore[assignment]
+
+CLIENTS = Path(__file__).resolve().parent / "clients"
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+NPM_TIMEOUT = 300  # seconds for `npm ci`; it normally takes a few
+
+
+def unavailable(reason: str, *, node: bool = False) -> NoReturn:
+    """Skip with a visible reason; in CI a missing client runtime is a failure, except Node.js when
+    .ci/run found it could not install it (it says why in ACP_TEST_NO_NODE)."""
+    if node and (why := os.environ.get("ACP_TEST_NO_NODE")):
+        pytest.skip(f"{reason} ({why})")
+    if IN_CI:
+        pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
+    pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def install_lock(name: str) -> Iterator[None]:
+    """Serialize installs across concurrent pytest runs on this machine."""
+    if fcntl is None:
+        yield
+        return
+    path = Path(tempfile.gettempdir()) / f"acp-server-tests-{os.getuid()}-{name}.lock"
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def locked_version(package: str) -> str:
+    lock = json.loads((CLIENTS / "package-lock.json").read_text())
+    return lock["packages"][f"node_modules/{package}"]["version"]
+
+
+def installed_version(package: str) -> str | None:
+    try:
+        return json.loads((CLIENTS / "node_modules" / package / "package.json").read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _missing(packages: tuple[str, ...]) -> list[str]:
+    return [p for p in packages if installed_version(p) != locked_version(p)]
+
+
+def node_packages(*packages: str) -> str:
+    """The `node` executable, once Node >= 18 is there and `packages` are installed as locked."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None:
+        unavailable(f"Node.js is not installed: {', '.join(packages)} need node >= 18 and npm", node=True)
+    major = subprocess.run([node, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    if not major.startswith("v") or int(major[1:].split(".")[0]) < 18:
+        unavailable(f"Node.js {major or '?'} is too old: {', '.join(packages)} need node >= 18", node=True)
+    if _missing(packages):
+        if npm is None:
+            unavailable("npm is not installed: cannot install tests/clients' dependencies (npm ci)", node=True)
+        with install_lock("npm"):
+            if _missing(packages):
+                _npm_ci(npm)
+        if missing := _missing(packages):
+            unavailable(f"{', '.join(missing)} still not installed as locked after npm ci")
+    return node
+
+
+def _npm_ci(npm: str) -> None:
+    command = [npm, "ci", "--prefix", str(CLIENTS), "--no-audit", "--no-fund"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=NPM_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        unavailable(f"`npm ci --prefix tests/clients` took longer than {NPM_TIMEOUT} s (no registry?)")
+    if done.returncode != 0:
+        unavailable(f"`npm ci --prefix tests/clients` failed (no registry?): {done.stderr[-1500:]}")

@@ -1,0 +1,199 @@
+"""Every configuration in editor-configs/ starts a working server, as a user would paste it.
+
+Each JSON entry (Zed, JetBrains, the VS Code / Cursor "ACP Client" extension), each command of
+the CodeCompanion (Lua) and agent-shell (Elisp) snippets, and each Toad and acpx command line of
+editor-configs/README.md is launched exactly as written, its placeholder paths replaced by this
+checkout's, over real pipes through `initialize` and `session/new`; every frame is schema-checked.
+The snippets' server flags and `ACP_SERVER_*` variables must exist in the one option table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from schema_check import check_agent_frame
+
+from acp_server.cli.settings import SERVER_OPTIONS, env_name
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIGS = REPO / "editor-configs"
+PLACEHOLDER_COMMAND = "/path/to/acp-server/.venv/bin/acp-server"
+PLACEHOLDER_ROOT = "/path/to/acp-server"
+FLAGS = {flag for flag, _ in SERVER_OPTIONS}
+ENV_NAMES = {env_name(flag) for flag in FLAGS}
+START_TIMEOUT = 60  # seconds for initialize and session/new; it normally takes well under one
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One way a configuration starts the server: where it was found, the command, its env."""
+
+    source: str
+    command: str
+    args: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict[str, str])
+
+    def __str__(self) -> str:
+        return self.source
+
+
+def real(text: str) -> str:
+    """A placeholder path as the user replaces it: this environment's command, this checkout."""
+    installed = str(Path(sys.executable).with_name("acp-server"))
+    return text.replace(PLACEHOLDER_COMMAND, installed).replace(PLACEHOLDER_ROOT, str(REPO))
+
+
+# --- reading the configurations ------------------------------------------------------------
+
+
+def json_launches() -> list[Launch]:
+    found = []
+    for path in sorted(CONFIGS.glob("*.json")):
+        document = json.loads(path.read_text())
+        table = document.get("agent_servers") or document.get("acp.agents")
+        assert table, f"{path.name}: no agent_servers or acp.agents entry"
+        for name, entry in table.items():
+            args, env = tuple(entry.get("args", [])), dict(entry.get("env", {}))
+            found.append(Launch(f"{path.name}: {name}", entry["command"], args, env))
+    return found
+
+
+def lua_launches() -> list[Launch]:
+    text = (CONFIGS / "codecompanion.lua").read_text()
+    env_block = re.search(r"\benv = \{(.*?)\}", text, re.S)
+    assert env_block, "codecompanion.lua: no env table"
+    env = dict(re.findall(r'(\w+) = "([^"]*)"', env_block.group(1)))
+    found = []
+    for name, body in re.findall(r"(\w+) = \{(\s*\"[^{}]*?)\}", text):
+        words = re.findall(r'"([^"]*)"', body)
+        if words and words[0] == PLACEHOLDER_COMMAND:
+            found.append(Launch(f"codecompanion.lua: commands.{name}", words[0], tuple(words[1:]), env))
+    return found
+
+
+def elisp_launches() -> list[Launch]:
+    """The `:command-params` list and the alternatives its comment offers, with the snippet's env."""
+    text = (CONFIGS / "agent-shell.el").read_text()
+    command = re.search(r':command "([^"]*)"', text)
+    env_list = re.search(r":environment-variables '\((.*?)\)", text, re.S)
+    assert command and env_list, "agent-shell.el: no :command or :environment-variables"
+    env = dict(item.split("=", 1) for item in re.findall(r'"([^"]*)"', env_list.group(1)))
+    found = []
+    for index, body in enumerate(re.findall(r"'\((\"--[^()]*)\)", text)):
+        args = tuple(re.findall(r'"([^"]*)"', body))
+        found.append(Launch(f"agent-shell.el: argument list {index + 1}", command.group(1), args, env))
+    return found
+
+
+def readme_launches() -> list[Launch]:
+    """The server command lines of the Toad and acpx examples (editor-configs/README.md and the
+    main README's "Use it from an editor"), each with the variables set on its own shell line."""
+    main = (REPO / "README.md").read_text().split("## Use it from an editor", 1)[1].split("\n## ", 1)[0]
+    texts = {"editor-configs/README.md": (CONFIGS / "README.md").read_text(), "README.md": main}
+    found = []
+    for name, text in texts.items():
+        for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                words = shlex.split(line)
+                env = dict(w.split("=", 1) for w in words if re.fullmatch(r"[A-Z_]+=\S+", w))
+                found += [_launch(f"{name}: {line[:60]}...", server, env) for server in _server_lines(words)]
+    return found
+
+
+def _server_lines(words: list[str]) -> list[str]:
+    """The server command in `toad acp CMD`, `acpx ... --agent CMD` and `agent=CMD`."""
+    lines = [w.removeprefix("agent=") for w in words if w.startswith("agent=/")]
+    for i in range(1, len(words) - 1):
+        if words[i + 1].startswith("/") and (words[i] == "--agent" or words[i - 1 : i + 1] == ["toad", "acp"]):
+            lines.append(words[i + 1])
+    return lines
+
+
+def _launch(source: str, server: str, env: dict[str, str]) -> Launch:
+    command, *args = shlex.split(server)
+    return Launch(source, command, tuple(args), env)
+
+
+SNIPPETS = [*lua_launches(), *elisp_launches(), *readme_launches()]
+
+
+# --- launching -----------------------------------------------------------------------------
+
+
+def start_session(launch: Launch, tmp_path: Path) -> list[dict[str, Any]]:
+    """Run the server as configured; return its frames for initialize and session/new."""
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),  # no user config file changes the outcome
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        **launch.env,
+    }
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "config-test"}},
+        },
+        {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}},
+    ]
+    stdin = "".join(json.dumps(r) + "\n" for r in requests)
+    argv = [real(launch.command), *(real(a) for a in launch.args)]
+    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, timeout=START_TIMEOUT)
+    assert done.returncode == 0, f"{launch}: {argv} exited {done.returncode}\nstderr: {done.stderr}"
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    methods = {1: "initialize", 2: "session/new"}
+    for frame in frames:
+        check_agent_frame(frame, None if "method" in frame else methods.get(frame.get("id")))
+    return frames
+
+
+def check_started(launch: Launch, tmp_path: Path) -> None:
+    answers = {f["id"]: f for f in start_session(launch, tmp_path) if "id" in f and "method" not in f}
+    assert "result" in answers[1], f"{launch}: initialize failed: {answers[1]}"
+    assert answers[1]["result"]["protocolVersion"] == 1
+    assert "result" in answers[2], f"{launch}: session/new failed: {answers[2]}"
+    assert answers[2]["result"]["sessionId"]
+
+
+# --- the tests -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("launch", json_launches(), ids=str)
+def test_every_json_entry_starts_a_session_as_written(launch: Launch, tmp_path: Path):
+    assert launch.command == PLACEHOLDER_COMMAND, f"{launch}: the README tells users to replace {PLACEHOLDER_COMMAND}"
+    check_started(launch, tmp_path)
+
+
+@pytest.mark.parametrize("launch", SNIPPETS, ids=str)
+def test_every_lua_elisp_and_command_line_snippet_passes_options_that_exist(launch: Launch, tmp_path: Path):
+    unknown = [a for a in launch.args if a.startswith("--") and a not in FLAGS]
+    assert not unknown, f"{launch}: no such server option {unknown}; the options are {sorted(FLAGS)}"
+    settings = [name for name in launch.env if name.startswith("ACP_SERVER_")]
+    assert set(settings) <= ENV_NAMES, f"{launch}: no such setting {sorted(set(settings) - ENV_NAMES)}"
+    check_started(launch, tmp_path)
+
+
+def test_the_snippets_are_all_found():
+    """The parsers above must not quietly find nothing when a snippet's layout changes."""
+    sources = [launch.source.split(":")[0] for launch in SNIPPETS]
+    assert sources.count("codecompanion.lua") == 3
+    assert sources.count("agent-shell.el") == 3
+    assert sources.count("editor-configs/README.md") == 4  # two for Toad, two for acpx
+    assert sources.count("README.md") == 2  # one each
+    assert {"--agent"} <= {a for launch in SNIPPETS for a in launch.args}
+
+
+def test_the_readme_names_every_configuration_file():
+    readme = (CONFIGS / "README.md").read_text()
+    files = [p.name for p in CONFIGS.iterdir() if p.name != "README.md"]
+    assert files and all(f"`{name}`" in readme for name in files), files
