@@ -32,6 +32,18 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class Transcript:
+    """What `Sink.save_transcript` kept. `format` names the messages' shape (an agent ignores a
+    transcript of another format and uses the plain history). `since` holds, as plain messages,
+    the turns after the last save (a turn cut off before it saved, a built-in command's answer):
+    the agent adds them, in its own format, to what it saves next."""
+
+    format: str
+    messages: tuple[Any, ...] = ()
+    since: tuple[Message, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TurnInput:
     session_id: str
     cwd: str
@@ -41,6 +53,7 @@ class TurnInput:
     config: Mapping[str, Any] = field(default_factory=dict[str, Any])
     mcp_servers: tuple[dict[str, Any], ...] = ()
     additional_directories: tuple[str, ...] = ()  # more workspace roots besides cwd
+    transcript: Transcript | None = None  # the agent's own saved transcript, if it saved one
 
     @property
     def text(self) -> str:
@@ -127,6 +140,10 @@ class Sink(Protocol):
     ) -> None: ...
 
     def title(self, title: str) -> None: ...
+    def save_transcript(self, format: str, messages: Sequence[Any], *, base: bool = False) -> None:
+        """Keep messages of the agent's own transcript in the journal (see `TurnInput.transcript`)."""
+        ...
+
     def request_permission(self, tool_call_id: str) -> PermissionDecision: ...
     def read_text_file(self, path: str, *, line: int | None = None, limit: int | None = None) -> str: ...
     def write_text_file(self, path: str, content: str) -> str | None: ...

@@ -134,6 +134,17 @@ class PermissionDecided:
 
 
 @dataclass(frozen=True, slots=True)
+class TranscriptSaved:
+    """Messages of the agent's own transcript (journal-only, never shown): appended to what was
+    saved before, or, with `base`, replacing it (a compaction). See `adapters.conversation`."""
+
+    format: str
+    messages: tuple[Any, ...]
+    base: bool = False
+    kind: Literal["transcript"] = "transcript"
+
+
+@dataclass(frozen=True, slots=True)
 class TurnFinished:
     """The last event of a run: how it ended, and why when it failed."""
 
@@ -152,6 +163,7 @@ RuntimeEvent = (
     | UsageReported
     | TitleChanged
     | PermissionDecided
+    | TranscriptSaved
     | TurnFinished
 )
 

@@ -36,6 +36,7 @@ from adapters.events import (
     ToolContent,
     ToolKind,
     ToolStatus,
+    TranscriptSaved,
     TurnFinished,
     UsageReported,
 )
@@ -226,6 +227,9 @@ class RecordingSink:
 
     def title(self, title: str) -> None:
         self._report("title", TitleChanged(title))
+
+    def save_transcript(self, format: str, messages: Sequence[Any], *, base: bool = False) -> None:
+        self._report("save_transcript", TranscriptSaved(format, tuple(messages), base))
 
     # --- asks ----------------------------------------------------------------------------
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import aiosqlite
 
-from adapters.base import Message, TurnInput
-from adapters.events import PromptReceived, TextDelta
+from adapters.base import TurnInput
+from adapters.conversation import Conversation
+from adapters.events import PromptReceived, TextDelta, TranscriptSaved
 from journal.codec import decode_event
 from journal.records import EventRecord
 
@@ -102,30 +103,27 @@ async def stream(
         key = (rows[-1][7], rows[-1][1])
 
 
-async def conversation(conn: aiosqlite.Connection, session_id: str) -> list[Message]:
-    """User prompts as text and each run's agent text merged into one message."""
-    messages: list[Message] = []
-    parts: list[str] = []
-    run_id = None
-    async for rec in stream(conn, Span(session_id), types=("prompt", "text")):
-        if rec.run_id != run_id or isinstance(rec.event, PromptReceived):
-            _close_agent_message(messages, parts)
-            run_id = rec.run_id
-        if isinstance(rec.event, PromptReceived):
-            text = TurnInput(session_id=session_id, cwd="", prompt=rec.event.blocks).text
-            if text:
-                messages.append(Message(role="user", text=text))
-        elif isinstance(rec.event, TextDelta):
-            parts.append(rec.event.text)
-    _close_agent_message(messages, parts)
-    return messages
-
-
-def _close_agent_message(messages: list[Message], parts: list[str]) -> None:
-    text = "".join(parts)
-    parts.clear()
-    if text:
-        messages.append(Message(role="agent", text=text))
+async def conversation(conn: aiosqlite.Connection, session_id: str) -> Conversation:
+    """The session's conversation, folded run by run as a live session folds it after each turn:
+    the prompt as text, the run's agent text as one reply, and the transcript the agent saved."""
+    folded = Conversation()
+    run_id: str | None = None
+    prompt, reply, saves = "", list[str](), list[TranscriptSaved]()
+    async for rec in stream(conn, Span(session_id), types=("prompt", "text", "transcript")):
+        if rec.run_id != run_id:
+            if run_id is not None:
+                folded.add_turn(prompt, "".join(reply), saves)
+            run_id, prompt, reply, saves = rec.run_id, "", [], []
+        event = rec.event
+        if isinstance(event, PromptReceived):
+            prompt = TurnInput(session_id=session_id, cwd="", prompt=event.blocks).text
+        elif isinstance(event, TextDelta):
+            reply.append(event.text)
+        elif isinstance(event, TranscriptSaved):
+            saves.append(event)
+    if run_id is not None:
+        folded.add_turn(prompt, "".join(reply), saves)
+    return folded
 
 
 def _page_query(span: Span, types: Sequence[str]) -> tuple[str, tuple[object, ...]]:

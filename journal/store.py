@@ -21,7 +21,7 @@ from typing import Any, Self
 import aiosqlite
 import platformdirs
 
-from adapters.base import Message
+from adapters.conversation import Conversation
 from adapters.events import Envelope
 from journal import owners, replay, schema
 from journal.codec import encode_event
@@ -328,8 +328,8 @@ class Journal:
         async for record in replay.stream(self._read, span):
             yield record
 
-    async def history(self, session_id: str) -> list[Message]:
-        """The conversation as messages (prompts, and each run's agent text) to restore an agent."""
+    async def history(self, session_id: str) -> Conversation:
+        """The conversation (prompts, each run's agent text, the agent's own transcript) to restore an agent."""
         await self._sync()
         return await replay.conversation(self._read, session_id)
 

@@ -138,7 +138,7 @@ async def journal_history(db: Path, session_id: str) -> tuple[list[str], list[tu
     journal = await Journal.open(db)
     try:
         sessions = [s.id for s in (await journal.list_sessions())[0]]
-        return sessions, [(m.role, m.text) for m in await journal.history(session_id)]
+        return sessions, [(m.role, m.text) for m in (await journal.history(session_id)).messages]
     finally:
         await journal.close()
 

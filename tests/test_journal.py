@@ -28,6 +28,7 @@ from adapters.events import (
     TitleChanged,
     ToolCallStarted,
     ToolCallUpdated,
+    TranscriptSaved,
     TurnFinished,
     UsageReported,
 )
@@ -322,6 +323,7 @@ DURABILITY = [
     (PlanUpdated(entries=()), False),
     (UsageReported(input_tokens=1), False),
     (TitleChanged("t"), False),
+    (TranscriptSaved("f", ({"role": "user"},)), False),
 ]
 
 
@@ -691,7 +693,7 @@ async def test_history_is_the_conversation_as_messages(db: Path) -> None:
             ]
             for seq, event in enumerate(events):
                 await journal.append(Envelope(run_id, "s1", seq, event))
-        history = await journal.history("s1")
+        history = (await journal.history("s1")).messages
 
     assert history == [
         Message("user", "what is 2+2?"),

@@ -104,6 +104,9 @@ class RecordingSink:
     def title(self, title: str) -> None:
         self._record("title", title)
 
+    def save_transcript(self, format: str, messages, *, base: bool = False) -> None:
+        self._record("save_transcript", format, list(messages), base)
+
     def request_permission(self, tool_call_id: str) -> PermissionDecision:
         self._record("request_permission", tool_call_id)
         return self.decision

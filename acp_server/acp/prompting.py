@@ -24,7 +24,7 @@ from acp_server.turns.policy import DEFAULT_MODE
 from acp_server.turns.services import ClientCapabilities, ClientTools
 from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
 from acp_server.turns.terminal import TerminalChoice
-from adapters.base import AdapterCapabilities, Message, RuntimeAdapter, TurnInput
+from adapters.base import AdapterCapabilities, RuntimeAdapter, TurnInput
 from adapters.events import Envelope, PromptReceived, RuntimeEvent, TextDelta, TitleChanged, TurnFinished
 from journal.states import normalize_state
 from journal.store import Journal
@@ -96,11 +96,12 @@ class Prompts:
             session.id,
             session.cwd,
             blocks,
-            tuple(history),
+            tuple(history.messages),
             session.mode or DEFAULT_MODE,
             effective_config(self.capabilities, session.config),
             session.mcp_servers,
             session.additional_directories,
+            history.transcript(),
         )
         await self.sessions.title_from_prompt(session, turn.text)
         if (command := builtin_invocation(turn.text)) is not None:
@@ -116,9 +117,7 @@ class Prompts:
                 limiter=self._limiter,
                 grace=self.options.cancel_grace,
             )
-        history.append(Message("user", turn.text))
-        if tally.reply:
-            history.append(Message("agent", "".join(tally.reply)))
+        history.add_turn(turn.text, "".join(tally.reply), tally.transcript)
         return replace(outcome, usage=tally.usage())
 
     def _services(self, session: Session, numbering: RunNumbering, publish: Publish) -> ClientTools:

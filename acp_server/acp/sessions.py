@@ -15,7 +15,7 @@ from typing import Any
 from acp_server.rpc.errors import RESOURCE_NOT_FOUND, RpcError
 from acp_server.turns.policy import PermissionMemory
 from acp_server.turns.supervisor import TurnQueue
-from adapters.base import Message
+from adapters.conversation import Conversation
 from journal.store import Journal, SessionRecord
 
 TITLE_CHARS = 80
@@ -29,7 +29,7 @@ class Session:
     mcp_servers: tuple[dict[str, Any], ...] = ()
     mode: str | None = None
     config: dict[str, Any] = field(default_factory=dict[str, Any])
-    history: list[Message] | None = field(default_factory=list[Message])  # None: still in the journal
+    history: Conversation | None = field(default_factory=Conversation)  # None: still in the journal
     queue: TurnQueue = field(default_factory=TurnQueue)
     permissions: PermissionMemory = field(default_factory=PermissionMemory)
     title: str | None = None
@@ -98,10 +98,10 @@ class SessionStore:
         self._live[session_id] = session
         return session
 
-    async def history(self, session: Session) -> list[Message]:
+    async def history(self, session: Session) -> Conversation:
         """The conversation so far; read from the journal on the first turn after a restore."""
         if session.history is None:
-            session.history = await self.journal.history(session.id) if self.journal is not None else []
+            session.history = await self.journal.history(session.id) if self.journal is not None else Conversation()
         return session.history
 
     def close(self, session_id: str) -> Session | None:

@@ -39,6 +39,7 @@ from adapters.events import (
     ToolContent,
     ToolKind,
     ToolStatus,
+    TranscriptSaved,
     UsageReported,
 )
 
@@ -205,6 +206,9 @@ class ThreadSink:
 
     def title(self, title: str) -> None:
         self._push(TitleChanged(title))
+
+    def save_transcript(self, format: str, messages: Sequence[Any], *, base: bool = False) -> None:
+        self._push(TranscriptSaved(format, tuple(messages), base))
 
     # --- worker side: asks ---------------------------------------------------------------
 

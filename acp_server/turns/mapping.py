@@ -24,6 +24,7 @@ from adapters.events import (
     ToolCallStarted,
     ToolCallUpdated,
     ToolContent,
+    TranscriptSaved,
     TurnFinished,
     UsageReported,
 )
@@ -108,6 +109,8 @@ def to_update(event: RuntimeEvent) -> dict[str, Any] | None:
             return None  # the client shows its own prompt live; replay sends user chunks
         case TurnFinished() | PermissionDecided():
             return None  # journal-only: the response (or the tool's status) shows it
+        case TranscriptSaved():
+            return None  # journal-only: the agent's own record, for its next turns
     raise TypeError(f"unmapped runtime event {type(event).__name__}")
 
 

@@ -26,6 +26,7 @@ from adapters.events import (
     PromptReceived,
     RuntimeEvent,
     TextDelta,
+    TranscriptSaved,
     TurnFinished,
     UsageReported,
 )
@@ -103,15 +104,19 @@ class TurnOutcome:
 
 
 class TurnTally:
-    """What a turn said and spent: its reply (for the session's history) and token usage."""
+    """What a turn said and spent: its reply and transcript saves (for the session's history),
+    and token usage."""
 
     def __init__(self) -> None:
         self.reply: list[str] = []
+        self.transcript: list[TranscriptSaved] = []
         self._tokens: tuple[int, int] | None = None
 
     def add(self, event: RuntimeEvent) -> None:
         if isinstance(event, TextDelta):
             self.reply.append(event.text)
+        elif isinstance(event, TranscriptSaved):
+            self.transcript.append(event)
         elif isinstance(event, UsageReported):
             spent = self._tokens or (0, 0)
             self._tokens = (spent[0] + event.input_tokens, spent[1] + event.output_tokens)
