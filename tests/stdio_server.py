@@ -73,7 +73,7 @@ class StdioServer:
         """Read frames until the response to `request_id`; answers permission requests (allow)."""
         while True:
             frame = self.next_frame(timeout)
-            assert frame is not None, f"stdout closed before the response to {request_id}"
+            assert frame is not None, f"stdout closed before the response to {request_id}{self.exit_report()}"
             if frame.get("id") == request_id and "method" not in frame:
                 return frame
             if frame.get("method") == "session/request_permission":
@@ -84,6 +84,15 @@ class StdioServer:
                         "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
                     }
                 )
+
+    def exit_report(self) -> str:
+        """How the process ended and the tail of its stderr, for a failure message."""
+        try:
+            code: int | str = self.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = "still running"
+        tail = self.stderr.decode(errors="replace")[-4000:]
+        return f"\n--- server exit status {code}; its stderr:\n{tail}"
 
     def call(self, method: str, params: dict[str, Any]) -> Any:
         frame = self.response(self.request(method, params))
