@@ -177,6 +177,7 @@ class AcpAgent:
     async def on_close(self) -> None:
         """The client went away: cancel every running and queued turn, and (briefly, as the
         process is about to exit) let the adapter free what it keeps per session."""
+        self.prompts.connection_lost()  # before the cancel: the turns it ends lost their client
         sessions = self.sessions.all_live()
         for session in sessions:
             session.queue.cancel_all()
