@@ -23,6 +23,7 @@ from adapters.events import (
     PromptReceived,
     RuntimeEvent,
     TerminalContent,
+    TerminalExited,
     TextContent,
     TextDelta,
     ThoughtDelta,
@@ -79,6 +80,8 @@ EVERY_EVENT: list[RuntimeEvent] = [
     UsageReported(input_tokens=120, output_tokens=30, cost_usd=0.25, context_used=150, context_size=200_000),
     UsageReported(),
     TitleChanged("Fix the parser"),
+    TerminalExited("term-1", "3 passed\n", exit_code=0, tool_call_id="t1"),
+    TerminalExited("term-2", "", signal="SIGKILL", truncated=True),
     TurnFinished(reason="error", message="boom"),
     TurnFinished(reason="end_turn"),
 ]
@@ -323,6 +326,7 @@ DURABILITY = [
     (PlanUpdated(entries=()), False),
     (UsageReported(input_tokens=1), False),
     (TitleChanged("t"), False),
+    (TerminalExited("term-1", "ok\n", 0, tool_call_id="t"), False),
 ]
 
 

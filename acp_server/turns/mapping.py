@@ -17,6 +17,7 @@ from adapters.events import (
     PromptReceived,
     RuntimeEvent,
     TerminalContent,
+    TerminalExited,
     TextContent,
     TextDelta,
     ThoughtDelta,
@@ -108,6 +109,8 @@ def to_update(event: RuntimeEvent) -> dict[str, Any] | None:
             return None  # the client shows its own prompt live; replay sends user chunks
         case TurnFinished() | PermissionDecided():
             return None  # journal-only: the response (or the tool's status) shows it
+        case TerminalExited():
+            return None  # journal-only: live, the embedded terminal shows the output itself
     raise TypeError(f"unmapped runtime event {type(event).__name__}")
 
 
