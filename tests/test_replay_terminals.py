@@ -140,3 +140,15 @@ async def test_a_signal_and_truncated_output_are_said_in_the_replayed_text() -> 
     text = "```\nlistening\n```\nsignal SIGKILL (output truncated)"
     assert shown[0]["content"] == [{"type": "content", "content": {"type": "text", "text": text}}]
     assert json.dumps(updates).count("terminalId") == 0
+
+
+async def test_a_command_without_output_replays_as_its_exit_status() -> None:
+    updates = await replayed(
+        ToolCallStarted("t1", "Touch", "execute"),
+        ToolCallUpdated("t1", content=(TerminalContent("term-1"),)),
+        TerminalExited("term-1", "", 0, tool_call_id="t1"),
+        ToolCallUpdated("t1", status="completed", content=(TerminalContent("term-1"),)),
+        TurnFinished("end_turn"),
+    )
+    text = {"type": "content", "content": {"type": "text", "text": "exit code 0, no output"}}
+    assert [u.get("content") for u in updates if u["sessionUpdate"] == "tool_call_update"] == [[], [text], [text]]

@@ -79,7 +79,8 @@ def terminal_text(exited: TerminalExited) -> str:
     """What a replay shows in place of a terminal: its output, and how the command ended."""
     ended = f"signal {exited.signal}" if exited.signal else f"exit code {exited.exit_code}"
     cut = " (output truncated)" if exited.truncated else ""
-    return f"```\n{exited.output.rstrip()}\n```\n{ended}{cut}"
+    output = exited.output.rstrip()
+    return f"```\n{output}\n```\n{ended}{cut}" if output else f"{ended}{cut}, no output"
 
 
 class _Terminals:
@@ -91,7 +92,7 @@ class _Terminals:
 
     def rewrite(self, event: RuntimeEvent) -> RuntimeEvent:
         """The event with every terminal in its content replaced by the terminal's output."""
-        if not isinstance(event, ToolCallStarted | ToolCallUpdated) or not event.content:
+        if not isinstance(event, ToolCallStarted | ToolCallUpdated) or event.content is None:
             return event
         self._shown[event.tool_call_id] = event.content
         if not any(isinstance(item, TerminalContent) for item in event.content):
