@@ -145,6 +145,20 @@ class TranscriptSaved:
 
 
 @dataclass(frozen=True, slots=True)
+class TerminalExited:
+    """An editor terminal's command ended: its output, kept so a replay can show it as text (the
+    terminal itself belongs to the connection that made it). Journal-only."""
+
+    terminal_id: str
+    output: str
+    exit_code: int | None = None
+    signal: str | None = None
+    truncated: bool = False
+    tool_call_id: str | None = None
+    kind: Literal["terminal_exited"] = "terminal_exited"
+
+
+@dataclass(frozen=True, slots=True)
 class TurnFinished:
     """The last event of a run: how it ended, and why when it failed."""
 
@@ -164,6 +178,7 @@ RuntimeEvent = (
     | TitleChanged
     | PermissionDecided
     | TranscriptSaved
+    | TerminalExited
     | TurnFinished
 )
 

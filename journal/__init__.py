@@ -9,11 +9,12 @@ from journal.durability import DURABLE_KINDS, is_durable
 from journal.errors import JournalClosedError, JournalError, JournalVersionError
 from journal.records import EventRecord, RunRecord, SessionRecord
 from journal.redact import redact
-from journal.states import TERMINAL_STATES, RunState, normalize_state
+from journal.states import RESPONSE_KINDS, TERMINAL_STATES, RunState, final_state, normalize_state
 from journal.store import Journal, default_path
 
 __all__ = [
     "DURABLE_KINDS",
+    "RESPONSE_KINDS",
     "TERMINAL_STATES",
     "EventRecord",
     "Journal",
@@ -26,6 +27,7 @@ __all__ = [
     "decode_event",
     "default_path",
     "encode_event",
+    "final_state",
     "is_durable",
     "normalize_state",
     "redact",

@@ -1,4 +1,4 @@
-"""Secrets out of journal payloads: `redact(value)` returns a copy with secrets as "[REDACTED]".
+"""Secrets out of what the journal stores: `redact(value)` returns a copy with secrets as "[REDACTED]".
 
 Dict values are redacted whole when their key names a secret: api_key/apikey, token, secret,
 password/passwd, authorization/auth, credential(s), private_key, cookie, as a whole key or a
@@ -7,6 +7,7 @@ Inside strings: `Bearer <token>`, `Authorization: <value>`, `sk-`/`sk-proj-`/`sk
 GitHub `ghp_`/`gho_`/`ghs_`/`ghu_`/`ghr_`/`github_pat_` tokens, AWS `AKIA`/`ASIA` key ids, Slack
 `xox[abprs]-` tokens, JWTs, PEM private keys, `user:pass@` in URLs (the password goes), and
 `key=value` / `"key": "value"` where the key names a secret (the value goes, the key stays).
+Dict keys are scanned like any text too (a remembered permission is keyed by a command).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def redact(value: Any) -> Any:
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
-        return {key: _redact_item(key, item) for key, item in cast("dict[object, object]", value).items()}
+        return {_redact_key(key): _redact_item(key, item) for key, item in cast("dict[object, object]", value).items()}
     if isinstance(value, list):
         return [redact(item) for item in cast("list[object]", value)]
     if isinstance(value, tuple):
@@ -85,6 +86,10 @@ def redact_text(text: str) -> str:
 def is_secret_key(key: object) -> bool:
     """Whether a dict key names a secret; keys that are not str (ints, ...) never do."""
     return _is_secret_key(key) if isinstance(key, str) else False
+
+
+def _redact_key(key: object) -> object:
+    return redact_text(key) if isinstance(key, str) else key
 
 
 def _redact_item(key: object, item: object) -> Any:

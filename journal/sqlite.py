@@ -2,7 +2,9 @@
 
 Writes go through `WriteConnection.transaction`: one asyncio lock (one writer per journal),
 `BEGIN IMMEDIATE` so a second process waits on `busy_timeout` instead of failing mid-way, and
-a bounded retry when SQLite still reports the file locked or busy.
+a bounded retry when SQLite still reports the file locked or busy. Opening retries the switch
+to WAL the same way: on a new file another process may be mid-switch, and SQLite then refuses
+at once instead of waiting.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -34,12 +38,34 @@ async def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> ai
         if readonly:
             await conn.execute("PRAGMA query_only = ON")
         else:
-            await conn.execute("PRAGMA journal_mode = WAL")
+            await _enter_wal(conn)
             await conn.execute("PRAGMA synchronous = NORMAL")
     except BaseException:
         await conn.close()
         raise
     return conn
+
+
+async def _enter_wal(conn: aiosqlite.Connection) -> None:
+    """Switch the file to WAL, waiting (up to the busy timeout) for another process doing so.
+
+    A file still in rollback mode is switched under a write lock, and SQLite answers a second
+    switcher "database is locked" at once, ignoring busy_timeout (its deadlock rule): two
+    servers starting on a new journal together would have one of them fail to start.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = _BACKOFF_S
+    while True:
+        try:
+            await conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_lock_error(exc) or time.monotonic() >= deadline:
+                raise
+            log.debug("journal open waits for another process switching it to WAL: %s", exc)
+        # Jittered, so two processes that collided do not retry in step.
+        await asyncio.sleep(delay * (0.5 + random.random()))  # noqa: S311 - timing jitter, not a secret
+        delay = min(delay * 2, 0.5)
 
 
 def is_lock_error(exc: BaseException) -> bool:

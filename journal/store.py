@@ -2,8 +2,9 @@
 
 `Journal` owns one write connection (group-committed appends, short `BEGIN IMMEDIATE`
 transactions, so several server processes can share the file) and one read connection for
-lookups and streaming replay. Events are redacted before they are stored. It imports the
-runtime event types and nothing of ACP.
+lookups and streaming replay. Every text it stores (events, titles, paths, config values,
+permission keys, errors) passes through `journal.redact` first. It imports the runtime event
+types and nothing of ACP.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from journal.records import (
     session_params,
     storable,
 )
-from journal.redact import redact
+from journal.redact import redact, redact_text
 from journal.sqlite import WriteConnection, connect
 from journal.states import RunState, normalize_state
 from journal.writer import GroupCommitter, PendingEvent, write_batch
@@ -48,13 +49,33 @@ from journal.writer import GroupCommitter, PendingEvent, write_batch
 MAX_BACKLOG = 8192
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 INTERRUPTED_ERROR = "the server process ended while the run was in progress"
+
+
+def _redact_optional(text: str | None) -> str | None:
+    return None if text is None else redact_text(text)
+
+
 _SESSION_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "title": ("title", storable),
-    "mode": ("mode", lambda v: v),
-    "config": ("config_json", json.dumps),
-    "permissions": ("permissions_json", json.dumps),
-    "additional_dirs": ("additional_dirs_json", lambda v: json.dumps(list(v))),
+    "title": ("title", lambda v: storable(_redact_optional(v))),
+    "mode": ("mode", _redact_optional),
+    "config": ("config_json", lambda v: json.dumps(redact(v))),
+    "permissions": ("permissions_json", lambda v: json.dumps(redact(v))),
+    "additional_dirs": ("additional_dirs_json", lambda v: json.dumps(redact(list(v)))),
 }
+
+
+def _redacted_session(rec: SessionRecord) -> SessionRecord:
+    """The record as stored: a secret in a title, a path or a config value never reaches the file."""
+    return replace(
+        rec,
+        cwd=redact_text(rec.cwd),
+        title=_redact_optional(rec.title),
+        adapter=redact_text(rec.adapter),
+        mode=_redact_optional(rec.mode),
+        config=redact(rec.config),
+        permissions=redact(rec.permissions),
+        additional_dirs=tuple(redact_text(path) for path in rec.additional_dirs),
+    )
 
 
 def default_path() -> Path:
@@ -150,7 +171,7 @@ class Journal:
         """Store a new session (timestamps of 0.0 become now); an existing id raises ValueError."""
         self._check_open()
         now = time.time()
-        stored = replace(rec, created_at=rec.created_at or now, updated_at=rec.updated_at or now)
+        stored = _redacted_session(replace(rec, created_at=rec.created_at or now, updated_at=rec.updated_at or now))
         marks = ",".join("?" * len(session_params(stored)))
 
         async def insert(conn: aiosqlite.Connection) -> None:
@@ -194,7 +215,10 @@ class Journal:
     async def list_sessions(
         self, *, cwd: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> tuple[list[SessionRecord], str | None]:
-        """Sessions, most recently updated first, and the cursor of the next page (None at the end)."""
+        """Sessions, most recently updated first, and the cursor of the next page (None at the end).
+
+        `cwd` is redacted as stored cwds are, so a directory whose name looks like a secret matches.
+        """
         await self._sync()
         if limit < 1:
             raise ValueError("limit must be at least 1")
@@ -202,7 +226,7 @@ class Journal:
         params: list[object] = []
         if cwd is not None:
             where.append("cwd = ?")
-            params.append(cwd)
+            params.append(redact_text(cwd))
         if cursor is not None:
             where.append("(updated_at, id) < (?, ?)")
             params.extend(decode_cursor(cursor))
@@ -259,7 +283,7 @@ class Journal:
         async def update(conn: aiosqlite.Connection) -> int:
             cursor = await conn.execute(
                 "UPDATE runs SET status = ?, stop_reason = ?, error = ?, ended_at = ? WHERE id = ?",
-                (final.value, stop_reason, error, time.time(), run_id),
+                (final.value, _redact_optional(stop_reason), storable(_redact_optional(error)), time.time(), run_id),
             )
             return cursor.rowcount
 

@@ -30,6 +30,7 @@ class StdioServer:
         self.frames: list[dict[str, Any]] = []
         self.methods: dict[Any, str] = {}
         self._next_id = 0
+        self.permission_option = "allow_once"  # how `response` answers permission requests
         self.stderr = b""
         threading.Thread(target=self._read_stdout, daemon=True).start()
         self._stderr_thread = threading.Thread(target=self._read_stderr, daemon=True)
@@ -70,10 +71,11 @@ class StdioServer:
         return frame
 
     def response(self, request_id: int, timeout: float = 20) -> dict[str, Any]:
-        """Read frames until the response to `request_id`; answers permission requests (allow)."""
+        """Read frames until the response to `request_id`; answers permission requests with
+        `permission_option`."""
         while True:
             frame = self.next_frame(timeout)
-            assert frame is not None, f"stdout closed before the response to {request_id}"
+            assert frame is not None, f"stdout closed before the response to {request_id}{self.exit_report()}"
             if frame.get("id") == request_id and "method" not in frame:
                 return frame
             if frame.get("method") == "session/request_permission":
@@ -81,9 +83,18 @@ class StdioServer:
                     {
                         "jsonrpc": "2.0",
                         "id": frame["id"],
-                        "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+                        "result": {"outcome": {"outcome": "selected", "optionId": self.permission_option}},
                     }
                 )
+
+    def exit_report(self) -> str:
+        """How the process ended and the tail of its stderr, for a failure message."""
+        try:
+            code: int | str = self.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = "still running"
+        tail = self.stderr.decode(errors="replace")[-4000:]
+        return f"\n--- server exit status {code}; its stderr:\n{tail}"
 
     def call(self, method: str, params: dict[str, Any]) -> Any:
         frame = self.response(self.request(method, params))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import os
 import sqlite3
 import sys
@@ -22,6 +23,7 @@ from adapters.events import (
     PromptReceived,
     RuntimeEvent,
     TerminalContent,
+    TerminalExited,
     TextContent,
     TextDelta,
     ThoughtDelta,
@@ -79,6 +81,8 @@ EVERY_EVENT: list[RuntimeEvent] = [
     UsageReported(input_tokens=120, output_tokens=30, cost_usd=0.25, context_used=150, context_size=200_000),
     UsageReported(),
     TitleChanged("Fix the parser"),
+    TerminalExited("term-1", "3 passed\n", exit_code=0, tool_call_id="t1"),
+    TerminalExited("term-2", "", signal="SIGKILL", truncated=True),
     TurnFinished(reason="error", message="boom"),
     TurnFinished(reason="end_turn"),
 ]
@@ -324,6 +328,7 @@ DURABILITY = [
     (UsageReported(input_tokens=1), False),
     (TitleChanged("t"), False),
     (TranscriptSaved("f", ({"role": "user"},)), False),
+    (TerminalExited("term-1", "ok\n", 0, tool_call_id="t"), False),
 ]
 
 
@@ -551,6 +556,43 @@ async def test_migrations_set_user_version_and_reopening_changes_nothing(db: Pat
         assert conn.execute("PRAGMA user_version").fetchone() == first == (SCHEMA_VERSION,)
         assert conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall() == schema
     assert mode == ("wal",)
+
+
+async def test_opening_a_new_file_waits_for_another_process_switching_it_to_wal(db: Path) -> None:
+    # Another server starting at the same moment holds the new file's write lock while it
+    # switches it to WAL; SQLite answers a second switcher "database is locked" at once.
+    db.parent.mkdir(parents=True)
+    other = raw(db)
+    other.execute("BEGIN IMMEDIATE")
+    retried = asyncio.Event()
+
+    class OnRetry(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "switching it to WAL" in record.getMessage():
+                retried.set()
+
+    handler = OnRetry(logging.DEBUG)
+    logger = logging.getLogger("journal")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        async with asyncio.timeout(30):
+            opening = asyncio.create_task(Journal.open(db))
+            waiting = asyncio.create_task(retried.wait())
+            await asyncio.wait({opening, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            other.execute("COMMIT")
+            journal = await opening
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        other.close()
+    async with journal:
+        await new_session(journal)
+        assert await journal.get_session("s1") is not None
+    with raw(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
 async def test_a_database_from_a_newer_schema_is_refused(db: Path) -> None:

@@ -153,3 +153,8 @@ def test_redaction_returns_a_copy_and_leaves_the_input_alone() -> None:
 
 def test_non_text_values_pass_through_unchanged() -> None:
     assert [redact(v) for v in (None, 7, 2.5, True)] == [None, 7, 2.5, True]
+
+
+def test_dict_keys_are_scanned_like_text_so_a_remembered_command_keeps_no_secret() -> None:
+    remembered = {f"fetch:curl -H 'Authorization: Bearer {'t0ken' * 6}'": True, "read:read_file": False}
+    assert redact(remembered) == {"fetch:curl -H 'Authorization: [REDACTED]'": True, "read:read_file": False}

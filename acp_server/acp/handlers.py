@@ -63,6 +63,7 @@ from acp_server.rpc.peer import Peer
 from acp_server.turns.replay import iso, replay_updates
 from acp_server.turns.services import ClientCapabilities
 from adapters.base import AdapterCapabilities, RuntimeAdapter, close_session
+from journal.redact import redact_text
 from journal.states import RunState
 from journal.store import Journal
 
@@ -178,6 +179,7 @@ class AcpAgent:
     async def on_close(self) -> None:
         """The client went away: cancel every running and queued turn, and (briefly, as the
         process is about to exit) let the adapter free what it keeps per session."""
+        self.prompts.connection_lost()  # before the cancel: the turns it ends lost their client
         sessions = self.sessions.all_live()
         for session in sessions:
             session.queue.cancel_all()
@@ -283,6 +285,8 @@ class AcpAgent:
         session = await self.sessions.get(
             request.session_id, mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers)
         )
+        if request.cwd != session.cwd and redact_text(request.cwd) == session.cwd:
+            session.cwd = request.cwd  # the journal stores cwds redacted; the editor names the real one
         if request.cwd != session.cwd and not await anyio.to_thread.run_sync(_same_directory, request.cwd, session.cwd):
             problem = "is not the session's working directory"
             raise invalid_params(FieldProblem("cwd", problem), message=f"cwd {problem} ({session.cwd})")

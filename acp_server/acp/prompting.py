@@ -26,10 +26,11 @@ from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutco
 from acp_server.turns.terminal import TerminalChoice
 from adapters.base import AdapterCapabilities, RuntimeAdapter, TurnInput
 from adapters.events import Envelope, PromptReceived, RuntimeEvent, TextDelta, TitleChanged, TurnFinished
-from journal.states import normalize_state
+from journal.states import RESPONSE_KINDS, RunState, final_state
 from journal.store import Journal
 
 Blocks = tuple[dict[str, Any], ...]
+CLIENT_LEFT_ERROR = "the client closed the connection during the turn"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,7 @@ class Prompts:
         self._commands = commands
         self._set_mode = set_mode
         self._limiter = anyio.CapacityLimiter(options.max_workers)
+        self._client_left = False
 
     async def prompt(self, session: Session, blocks: Blocks) -> PromptResult:
         """One `session/prompt`: wait behind earlier turns, run, answer with the stop reason."""
@@ -86,10 +88,15 @@ class Prompts:
         if self.journal is not None:
             await self.journal.start_run(run_id=numbering.run_id, session_id=session.id)
         tally = TurnTally()
+        responded = False
 
         async def publish(envelope: Envelope) -> None:
+            nonlocal responded
+            responded = responded or envelope.event.kind in RESPONSE_KINDS
             tally.add(envelope.event)
             await self.publish(envelope)
+            if isinstance(envelope.event, TurnFinished):
+                await self._finish_run(envelope.run_id, envelope.event, responded=responded)
 
         history = await self.sessions.history(session)
         turn = TurnInput(
@@ -119,6 +126,18 @@ class Prompts:
             )
         history.add_turn(turn.text, "".join(tally.reply), tally.transcript)
         return replace(outcome, usage=tally.usage())
+
+    def connection_lost(self) -> None:
+        """The client went away: turns that end from now on are recorded as `connection_lost`."""
+        self._client_left = True
+
+    async def _finish_run(self, run_id: str, event: TurnFinished, *, responded: bool) -> None:
+        """Record how the run ended, after its `done` event, in the journal's run states."""
+        if self.journal is None:
+            return
+        state = final_state(event.reason, responded=responded, client_left=self._client_left)
+        error = event.message or (CLIENT_LEFT_ERROR if state is RunState.CONNECTION_LOST else None)
+        await self.journal.finish_run(run_id, state, stop_reason=event.reason, error=error)
 
     def _services(self, session: Session, numbering: RunNumbering, publish: Publish) -> ClientTools:
         async def emit(event: RuntimeEvent) -> None:
@@ -174,11 +193,7 @@ class Prompts:
             # Waits for durable events (journal.durability): a tool must not run before its
             # dispatched record is committed.
             await self.journal.append(envelope)
-            if isinstance(event, TurnFinished):
-                await self.journal.finish_run(
-                    envelope.run_id, normalize_state(event.reason), stop_reason=event.reason, error=event.message
-                )
-            elif isinstance(event, TitleChanged):
+            if isinstance(event, TitleChanged):
                 await self.journal.update_session(envelope.session_id, title=event.title)
         update = to_update(event)
         if update is not None:

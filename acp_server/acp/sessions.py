@@ -16,6 +16,7 @@ from acp_server.rpc.errors import RESOURCE_NOT_FOUND, RpcError
 from acp_server.turns.policy import PermissionMemory
 from acp_server.turns.supervisor import TurnQueue
 from adapters.conversation import Conversation
+from journal.redact import redact_text
 from journal.store import Journal, SessionRecord
 
 TITLE_CHARS = 80
@@ -124,6 +125,7 @@ class SessionStore:
     async def title_from_prompt(self, session: Session, text: str) -> None:
         """A new session is titled by its first prompt until the agent names it."""
         if session.title is None and text.strip():
-            first_line = text.strip().splitlines()[0]
+            # Redacted before it is cut: a key cut in half no longer looks like one.
+            first_line = redact_text(text.strip().splitlines()[0])
             session.title = first_line[:TITLE_CHARS] + ("…" if len(first_line) > TITLE_CHARS else "")
             await self.save(session, title=session.title)

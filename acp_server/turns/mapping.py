@@ -17,6 +17,7 @@ from adapters.events import (
     PromptReceived,
     RuntimeEvent,
     TerminalContent,
+    TerminalExited,
     TextContent,
     TextDelta,
     ThoughtDelta,
@@ -111,6 +112,8 @@ def to_update(event: RuntimeEvent) -> dict[str, Any] | None:
             return None  # journal-only: the response (or the tool's status) shows it
         case TranscriptSaved():
             return None  # journal-only: the agent's own record, for its next turns
+        case TerminalExited():
+            return None  # journal-only: live, the embedded terminal shows the output itself
     raise TypeError(f"unmapped runtime event {type(event).__name__}")
 
 

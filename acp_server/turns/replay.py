@@ -3,17 +3,31 @@
 Consecutive text of one kind within a run is merged (a reply streamed as 20,000 deltas
 replays as a few chunks), prompts become `user_message_chunk`s, and everything else goes
 through the same `to_update` as live streaming. A run that was cut off ends with a visible
-notice instead of pretending it finished.
+notice instead of pretending it finished. An editor terminal embedded in a tool call belonged
+to the connection that made it, so replay shows its captured output as text instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from acp_server.turns.mapping import OpenToolCalls, to_update, user_message_chunks
-from adapters.events import PromptReceived, RuntimeEvent, TextDelta, ThoughtDelta, TurnFinished
+from adapters.events import (
+    PromptReceived,
+    RuntimeEvent,
+    TerminalContent,
+    TerminalExited,
+    TextContent,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallStarted,
+    ToolCallUpdated,
+    ToolContent,
+    TurnFinished,
+)
 
 REPLAY_CHUNK_CHARS = 64 * 1024
 
@@ -61,6 +75,49 @@ class _TextMerger:
         return [update] if update is not None else []
 
 
+def terminal_text(exited: TerminalExited) -> str:
+    """What a replay shows in place of a terminal: its output, and how the command ended."""
+    ended = f"signal {exited.signal}" if exited.signal else f"exit code {exited.exit_code}"
+    cut = " (output truncated)" if exited.truncated else ""
+    output = exited.output.rstrip()
+    return f"```\n{output}\n```\n{ended}{cut}" if output else f"{ended}{cut}, no output"
+
+
+class _Terminals:
+    """A run's terminals, as replay shows them: by their captured output, or not at all."""
+
+    def __init__(self) -> None:
+        self._exited: dict[str, TerminalExited] = {}
+        self._shown: dict[str, tuple[ToolContent, ...]] = {}  # tool call -> its content as journaled
+
+    def rewrite(self, event: RuntimeEvent) -> RuntimeEvent:
+        """The event with every terminal in its content replaced by the terminal's output."""
+        if not isinstance(event, ToolCallStarted | ToolCallUpdated) or event.content is None:
+            return event
+        self._shown[event.tool_call_id] = event.content
+        if not any(isinstance(item, TerminalContent) for item in event.content):
+            return event
+        return replace(event, content=self._swap(event.content))
+
+    def exited(self, event: TerminalExited) -> ToolCallUpdated | None:
+        """The update that shows a finished terminal's output in the tool call that embeds it."""
+        self._exited[event.terminal_id] = event
+        shown = self._shown.get(event.tool_call_id or "", ())
+        if TerminalContent(event.terminal_id) not in shown:
+            return None
+        return ToolCallUpdated(event.tool_call_id or "", content=self._swap(shown))
+
+    def _swap(self, content: tuple[ToolContent, ...]) -> tuple[ToolContent, ...]:
+        texts = {item.text.strip() for item in content if isinstance(item, TextContent)}
+        swapped: list[ToolContent] = []
+        for item in content:
+            if not isinstance(item, TerminalContent):
+                swapped.append(item)
+            elif (exited := self._exited.get(item.terminal_id)) is not None and exited.output.strip() not in texts:
+                swapped.append(TextContent(terminal_text(exited)))  # unless the agent shows it already
+        return tuple(swapped)
+
+
 def _failure_notice(event: TurnFinished) -> dict[str, Any]:
     text = f"\n\n_[The turn failed: {event.message or 'agent error'}]_"
     return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
@@ -74,6 +131,7 @@ async def replay_updates(
     found cut off (or True when unknown)."""
     merger = _TextMerger()
     open_tools = OpenToolCalls()
+    terminals = _Terminals()
     run_id: str | None = None
 
     def end_of_run(finished_run: str | None) -> list[dict[str, Any]]:
@@ -91,7 +149,7 @@ async def replay_updates(
         if record.run_id != run_id:
             for update in end_of_run(run_id):
                 yield update
-            run_id = record.run_id
+            run_id, terminals = record.run_id, _Terminals()
         if isinstance(event, TextDelta | ThoughtDelta):
             for update in merger.add(event):
                 yield update
@@ -103,7 +161,11 @@ async def replay_updates(
                 yield update
         elif isinstance(event, TurnFinished) and event.reason == "error":
             yield _failure_notice(event)
-        elif (update := to_update(event)) is not None:
+        elif isinstance(event, TerminalExited):
+            shown = terminals.exited(event)
+            if shown is not None and (update := to_update(shown)) is not None:
+                yield update
+        elif (update := to_update(terminals.rewrite(event))) is not None:
             yield update
     for update in end_of_run(run_id):
         yield update

@@ -22,7 +22,7 @@ from acp_server.turns.client import EditorChannel
 from acp_server.turns.processes import OUTPUT_LIMIT, run_local
 from acp_server.turns.quirks import Quirks
 from adapters.base import CommandResult, ToolRefused, TurnCancelled
-from adapters.events import RuntimeEvent, TerminalContent, ToolCallUpdated
+from adapters.events import RuntimeEvent, TerminalContent, TerminalExited, ToolCallUpdated
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,10 @@ class CommandRunner:
             output = await self.channel.ask(methods.TERMINAL_OUTPUT, ref, TerminalOutputResult)
             status = exit_status or output.exit_status or TerminalExit()
             text = output.output if exit_status else output.output + f"\n[timed out after {timeout:g} s]"
+            if tool_call_id is not None:  # journaled, so a replay can show what the terminal showed
+                await self.emit(
+                    TerminalExited(terminal_id, text, status.exit_code, status.signal, output.truncated, tool_call_id)
+                )
             return CommandResult(text, status.exit_code, status.signal, output.truncated, terminal_id)
         except BaseException:
             await self._finally(methods.TERMINAL_KILL, ref)

@@ -1,0 +1,190 @@
+"""No secret reaches the journal file: real turns of real servers plant secrets in prompts, tool
+inputs and outputs, file paths, directories, titles, permission answers, errors and config
+values; then every table, every column and the raw bytes of the database and its WAL are
+searched for them, as are `session/list`, a reload and the servers' logs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sqlite3
+from pathlib import Path
+
+from stdio_server import StdioServer
+
+from journal import Journal
+
+# The random part of each secret: what must never be stored, whole or in pieces.
+BODIES = {
+    "openai": "Q7w8E9r0T1y2U3i4O5p6",
+    "anthropic": "Zx9Cv8Bn7Mm6Ll5Kk4Jj",
+    "cut": "Tr4nc4t3dK3yV4lu3AbCdEf",
+    "legacy": "LegacyKey0123456789abcdEF",
+    "github": "Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8Ii9Jj0Kk1Ll2",
+    "github_pat": "11AAAAAAA0xYzxYzxYz1234567",
+    "aws": "QWERTYUIOP123456",
+    "aws_session": "ZXCVBNMLKJ098765",
+    "slack": "112233445566-ABCDEFabcdef",
+    "slack_user": "998877665544-zyxwvutsrq",
+    "jwt": "eyJzdWIiOiJ6ZWJyYTQyIn0.Qm9ndXNTaWduYXR1cmVWYWx1ZQ",
+    "bearer": "b3arerT0kenValueZqWxEcRvTbYn",
+    "bearer_text": "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA",
+    "env": "envValue9f8e7d6c5b4a",
+    "env_output": "runValue5a4b3c2d1e",
+    "url_password": "Pa55w0rdInUrl",
+    "pem": "MIIBVwIBADANBgkqhkiG9w0BAQEFAASCAUEwggE9",
+    "password": "hunter2hunter2",
+    "query_token": "qT0k3nInTheQuery99",
+    "config": "cfgSecretValue77",
+    "config_url": "C0nfigUrlPa55",
+}
+OPENAI = f"sk-proj-{BODIES['openai']}"
+ANTHROPIC = f"sk-ant-api03-{BODIES['anthropic']}"
+CUT = f"sk-{BODIES['cut']}"  # placed so that the 80-character title cuts it in half
+LEGACY = f"sk-{BODIES['legacy']}"
+GITHUB = f"ghp_{BODIES['github']}"
+GITHUB_PAT = f"github_pat_{BODIES['github_pat']}"
+AWS = f"AKIA{BODIES['aws']}"
+AWS_SESSION = f"ASIA{BODIES['aws_session']}"
+SLACK = f"xoxb-{BODIES['slack']}"
+SLACK_USER = f"xoxp-{BODIES['slack_user']}"
+JWT = f"eyJhbGciOiJIUzI1NiJ9.{BODIES['jwt']}"
+PEM = f"-----BEGIN PRIVATE KEY-----\n{BODIES['pem']}\n-----END PRIVATE KEY-----"
+
+SCRIPT = {
+    "scenarios": [
+        {
+            "match": "deploy",
+            "steps": [
+                {
+                    "tool": f"Call the API as {SLACK}",  # the remembered permission is keyed by it
+                    "kind": "fetch",
+                    "ask": True,
+                    "input": {
+                        "url": f"https://api.example.com/v1?token={BODIES['query_token']}",
+                        "headers": {"Authorization": f"Bearer {BODIES['bearer']}"},
+                        "env": f"OPENAI_API_KEY={BODIES['env']}",
+                        "command": f"git clone https://deploy:{BODIES['url_password']}@git.example.com/r.git",
+                        "model_key": ANTHROPIC,
+                    },
+                    "result": f"the API answered with {GITHUB_PAT}",
+                },
+                {
+                    "tool": "Write the keys file",
+                    "kind": "edit",
+                    "write_file": {"path": f"keys-{AWS}.txt", "content": f"password={BODIES['password']}\n"},
+                },
+                {"tool": "Print the token", "kind": "execute", "run": f"echo GITHUB_TOKEN={BODIES['env_output']}"},
+                {"say": f"Done. Next time send Bearer {BODIES['bearer_text']} instead."},
+                {"title": f"Deploy as {AWS_SESSION}"},
+            ],
+        },
+        {"match": "break", "steps": [{"error": f"the upstream refused {LEGACY}"}]},
+        {"match": "", "steps": [{"say": "ok"}]},
+    ]
+}
+
+
+def leaks(text: str) -> list[str]:
+    """Which secrets occur in `text`, whole or as any 8 characters of their random part."""
+    return sorted(name for name, body in BODIES.items() if any(body[i : i + 8] in text for i in range(len(body) - 7)))
+
+
+def prompt(server: StdioServer, session_id: str, text: str) -> dict[str, object]:
+    request = server.request("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
+    return server.response(request)
+
+
+def test_no_secret_from_a_turn_reaches_any_table_column_or_byte_of_the_journal(tmp_path: Path) -> None:
+    cwd = tmp_path / f"proj-{GITHUB}"
+    extra = tmp_path / f"extra-{SLACK_USER}"
+    cwd.mkdir()
+    extra.mkdir()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    db = tmp_path / "journal.db"
+    args = ("--agent", "scripted", "--script", str(script), "--db", str(db))
+    seen: list[str] = []
+
+    first = StdioServer(*args, cwd=str(cwd))
+    first.permission_option = "allow_always"
+    try:
+        first.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        new = {"cwd": str(cwd), "mcpServers": [], "additionalDirectories": [str(extra)]}
+        deployed = first.call("session/new", new)["sessionId"]
+        done = prompt(first, deployed, f"deploy with {OPENAI} please\nsigned {JWT}\n{PEM}")
+        assert done["result"] == {"stopReason": "end_turn"}
+        assert "error" in prompt(first, deployed, "break it")
+        plain = first.call("session/new", {"cwd": str(cwd), "mcpServers": []})["sessionId"]
+        assert prompt(first, plain, f"check that {OPENAI} still works")["result"] == {"stopReason": "end_turn"}
+        titled = first.call("session/new", {"cwd": str(cwd), "mcpServers": []})["sessionId"]
+        assert prompt(first, titled, f"{'y' * 59} {CUT} and more")["result"] == {"stopReason": "end_turn"}
+        listed = first.call("session/list", {})
+        seen.append(json.dumps(listed))
+        live_files = file_leaks(tmp_path)  # while the server runs, its commits sit in the WAL
+        first.close_stdin()
+        assert first.wait() == 0
+    finally:
+        first.kill()
+    seen.append(first.stderr.decode())
+    assert (cwd / f"keys-{AWS}.txt").read_text() == f"password={BODIES['password']}\n"  # the turn did run
+    assert {s["title"] for s in listed["sessions"]} == {
+        "Deploy as [REDACTED]",
+        "check that [REDACTED] still works",
+        f"{'y' * 59} [REDACTED] and more",
+    }
+
+    async def configure() -> None:
+        async with await Journal.open(db) as journal:
+            config = {"endpoint": f"https://u:{BODIES['config_url']}@models.example.com", "api_key": BODIES["config"]}
+            assert await journal.update_session(deployed, config=config) is not None
+
+    asyncio.run(configure())
+
+    second = StdioServer(*args, cwd=str(cwd))
+    try:
+        second.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        assert {s["sessionId"] for s in second.call("session/list", {"cwd": str(cwd)})["sessions"]} == {
+            deployed,
+            plain,
+            titled,
+        }
+        second.call("session/load", {"sessionId": deployed, "cwd": str(cwd), "mcpServers": []})
+        second.close_stdin()
+        assert second.wait() == 0
+    finally:
+        second.kill()
+    replayed = [frame["params"]["update"] for frame in second.frames if frame.get("method") == "session/update"]
+    assert any(u["sessionUpdate"] == "user_message_chunk" for u in replayed)
+    seen += [json.dumps(frame) for frame in second.frames] + [second.stderr.decode()]
+
+    assert set(live_files) >= {"journal.db", "journal.db-wal"}
+    assert live_files == {name: [] for name in live_files}
+    assert [leaks(text) for text in seen] == [[] for _ in seen]
+    assert rows_with_secrets(db) == []
+    assert file_leaks(tmp_path) == {"journal.db": []}  # checkpointed: every page is in the file
+
+
+def file_leaks(directory: Path) -> dict[str, list[str]]:
+    """The secrets in the raw bytes of the database and its -wal / -shm files."""
+    files = [path for path in directory.iterdir() if path.name.startswith("journal.db")]
+    return {path.name: leaks(path.read_bytes().decode("utf-8", errors="replace")) for path in files}
+
+
+def rows_with_secrets(db: Path) -> list[tuple[str, str, str]]:
+    """(table, column, leaked secrets) for every stored value that holds a secret."""
+    found: list[tuple[str, str, str]] = []
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        assert set(tables) >= {"sessions", "runs", "events"}
+        for table in tables:
+            cursor = conn.execute(f'SELECT * FROM "{table}"')
+            columns = [column[0] for column in cursor.description]
+            for row in cursor:
+                for column, value in zip(columns, row, strict=True):
+                    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+                    if names := leaks(text):
+                        found.append((table, column, ",".join(names)))
+    return found
