@@ -337,10 +337,10 @@ class Journal:
 
     async def _commit_batch(self, items: list[PendingEvent]) -> dict[int, Exception]:
         try:
-            return await self._write.transaction(lambda conn: write_batch(conn, items))
+            return await self._write.run(lambda conn: write_batch(conn, items))
         except sqlite3.IntegrityError:
             # A duplicate (run_id, seq) in the batch: redo it row by row so only that one fails.
-            return await self._write.transaction(lambda conn: write_batch(conn, items, one_by_one=True))
+            return await self._write.run(lambda conn: write_batch(conn, items, one_by_one=True))
 
     async def _sync(self) -> None:
         """Wait for queued events before reading; a failed batch was already logged."""
