@@ -287,9 +287,10 @@ class Journal:
     async def append(self, envelope: Envelope, *, durable: bool = False) -> None:
         """Queue one event (redacted) for the next group commit.
 
-        Returns at once unless `durable` or the event is durable by `journal.durability`
-        (a prompt, a tool start or dispatch, a permission, the run's end): those return only
-        once committed, and raise if the database refused them.
+        With `durable` (the server's every append: it writes the event to the editor next),
+        or for an event durable by `journal.durability` (a prompt, a tool start or dispatch, a
+        permission, the run's end), returns only once committed, and raises if the database
+        refused it; otherwise at once, the batch being committed within `writer.WINDOW`.
         """
         self._check_open()
         kind, payload = encode_event(envelope.event)

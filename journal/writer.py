@@ -3,7 +3,8 @@
 `GroupCommitter` owns the queue and the background task (started by the journal, joined in
 its `close`); a batch is committed when it reaches `BATCH_SIZE`, when someone waits for it
 (a durable append, a flush) or `WINDOW` seconds after its first event, whichever comes first.
-`write_batch` is the batch's SQL, run inside the journal's write transaction.
+The server waits for every event, so its batches are what queued during the previous commit.
+`write_batch` is the batch's SQL, run on the write connection's thread inside its transaction.
 """
 
 from __future__ import annotations

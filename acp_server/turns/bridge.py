@@ -79,7 +79,7 @@ Item = RuntimeEvent | Ask | Finished
 
 
 @dataclass(slots=True)
-class _Run:
+class _Deltas:
     """Consecutive deltas of one kind waiting in the buffer, joined once when the loop takes them
     (appending a part per delta, not copying the text so far, keeps merging linear)."""
 
@@ -98,7 +98,7 @@ class ThreadSink:
         self._loop = asyncio.get_running_loop()
         self._services = services
         self._capacity = capacity
-        self._buffer: deque[Item | _Run] = deque()
+        self._buffer: deque[Item | _Deltas] = deque()
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)
         self._parked = False
@@ -128,11 +128,11 @@ class ThreadSink:
             self.check_cancelled()
             if isinstance(item, TextDelta | ThoughtDelta):
                 last = self._buffer[-1] if self._buffer else None
-                if isinstance(last, _Run) and last.delta is type(item) and last.size < MERGE_LIMIT:
+                if isinstance(last, _Deltas) and last.delta is type(item) and last.size < MERGE_LIMIT:
                     last.parts.append(item.text)
                     last.size += len(item.text)
                     return
-                self._buffer.append(_Run(type(item), [item.text], len(item.text)))
+                self._buffer.append(_Deltas(type(item), [item.text], len(item.text)))
             else:
                 self._buffer.append(item)
             wake, self._parked = self._parked, False
@@ -265,7 +265,7 @@ class ThreadSink:
         while True:
             with self._lock:
                 if self._buffer:
-                    items = [item.event() if isinstance(item, _Run) else item for item in self._buffer]
+                    items = [item.event() if isinstance(item, _Deltas) else item for item in self._buffer]
                     self._buffer.clear()
                     self._not_full.notify_all()
                     return items
