@@ -170,17 +170,20 @@ def test_repeated_sigkills_never_lose_integrity_and_never_rerun_a_dispatched_too
 
 
 # A fast stream, 10 words at a time with pauses short enough that a group-commit window (the old
-# policy) always held text the editor had already shown, and long enough (1.5 s in all) that
-# the kill lands mid-turn.
+# policy) always held text the editor had already shown; then a question the test never answers,
+# so that the kill lands mid-turn however far the server runs ahead of the test's reading.
 STREAM_WORDS = [f"s{i} " for i in range(3000)]
 STREAM_SCRIPT = {
     "scenarios": [
         {
             "match": "stream",
             "steps": [
-                step
-                for n, word in enumerate(STREAM_WORDS)
-                for step in ([{"say": word}, {"sleep": 0.005}] if n % 10 == 9 else [{"say": word}])
+                *(
+                    step
+                    for n, word in enumerate(STREAM_WORDS)
+                    for step in ([{"say": word}, {"sleep": 0.005}] if n % 10 == 9 else [{"say": word}])
+                ),
+                {"ask_user": "Go on?", "choices": ["yes", "no"]},
             ],
         },
         {"match": "", "steps": [{"say": "ok"}]},
@@ -228,7 +231,7 @@ def test_after_a_sigkill_mid_stream_a_reload_shows_all_the_editor_was_shown(tmp_
         try:
             sid = srv.start_session(str(tmp_path))
             prompt = srv.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "stream"}]})
-            kill_at = rng.randint(1, len(full) // 2)  # chars shown before the kill
+            kill_at = rng.randint(1, len(full))  # chars shown before the kill
             frames: list[dict] = []
             while len(shown_text(frames)) < kill_at:
                 frame = srv.next_frame()
