@@ -14,8 +14,11 @@ import pytest
 
 from adapters.base import Message
 from adapters.events import (
+    CompactionChunk,
+    CompactionUpdated,
     DiffContent,
     Envelope,
+    NoticeShown,
     PermissionDecided,
     PlanEntry,
     PlanUpdated,
@@ -324,6 +327,9 @@ DURABILITY = [
     (UsageReported(input_tokens=1), False),
     (TitleChanged("t"), False),
     (TranscriptSaved("f", ({"role": "user"},)), False),
+    (CompactionUpdated("c", "in_progress"), False),
+    (CompactionChunk("c", "summary"), False),
+    (NoticeShown("n"), False),
 ]
 
 
