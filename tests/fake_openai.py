@@ -3,7 +3,9 @@
 Each POST /chat/completions plays the next scripted answer (or asks `responder` when none is
 queued): a stream of SSE chunks (text, reasoning, tool calls, finish reasons, usage; optionally
 slow, or held open until the client goes away) or an HTTP failure. Every request is recorded;
-GET /models lists `models`.
+GET /models lists `models` (entries may carry metadata such as `context_window` or `vision`).
+With `context_limit` set, a request whose body is over it (`tokens_of`: 4 bytes a token) is
+answered like OpenAI does: HTTP 400 `context_length_exceeded`, without using up an answer.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Failure:
     status: int
     message: str = "scripted failure"
     headers: dict[str, str] = field(default_factory=dict)
+    code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,20 @@ def reply(
     return Stream(chunks, hold_open=hold_open)
 
 
+def tokens_of(body: Any) -> int:
+    """The fake's own token count of a request: 4 bytes of its JSON a token."""
+    return len(json.dumps(body)) // 4
+
+
+def too_long(limit: int, body: Any) -> Failure:
+    return Failure(
+        400,
+        f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+        f"{tokens_of(body)} tokens. Please reduce the length of the messages.",
+        code="context_length_exceeded",
+    )
+
+
 class FakeOpenAI:
     """Start with `with FakeOpenAI() as fake:`; queue answers with `script(...)`."""
 
@@ -104,6 +121,8 @@ class FakeOpenAI:
         self.models_failure: Failure | None = None
         self.responder: Callable[[dict[str, Any]], Stream | Failure] | None = None  # when nothing is queued
         self.requests: list[Recorded] = []
+        self.context_limit: int | None = None  # tokens (see `tokens_of`) a request may take
+        self.refused: list[dict[str, Any]] = []  # bodies answered "context length exceeded"
         self.disconnected = threading.Event()
         self.chat_arrived = threading.Event()
         self._answers: deque[Stream | Failure] = deque()
@@ -182,6 +201,10 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._fail(Failure(404, "not found"))
                 return
             fake.chat_arrived.set()
+            if fake.context_limit is not None and tokens_of(body) > fake.context_limit:
+                fake.refused.append(body)
+                self._fail(too_long(fake.context_limit, body))
+                return
             answer = fake.next_answer(body)
             if isinstance(answer, Failure):
                 self._fail(answer)
@@ -202,7 +225,8 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def _fail(self, failure: Failure) -> None:
-            self._json(failure.status, {"error": {"message": failure.message, "type": "fake"}}, failure.headers)
+            error = {"message": failure.message, "type": "fake", "code": failure.code}
+            self._json(failure.status, {"error": error}, failure.headers)
 
         def _stream(self, stream: Stream) -> None:
             if stream.hold_headers:

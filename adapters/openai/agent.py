@@ -34,6 +34,7 @@ from adapters.openai.tools import BUILTIN_TOOLS, Tool, Workspace, execute
 HEALTH_TIMEOUT = 1.0
 KEYED_HOSTS = ("api.openai.com", "openrouter.ai")  # endpoints that never work without a key
 
+
 class OpenAIAdapter:
     """The `openai` agent; one instance serves every session of the server."""
 
