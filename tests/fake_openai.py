@@ -48,6 +48,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
+    raw: bytes = b""  # the body's bytes as sent
 
 
 def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -194,8 +195,9 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"null")
-            self._record(body)
+            raw = self.rfile.read(length)
+            body = json.loads(raw or b"null")
+            self._record(body, raw)
             if not self.path.endswith("/chat/completions"):
                 # Endpoint probes (Hermes asks Ollama's /api/show) must not use up a scripted answer.
                 self._fail(Failure(404, "not found"))
@@ -211,9 +213,9 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             else:
                 self._stream(answer)
 
-        def _record(self, body: Any) -> None:
+        def _record(self, body: Any, raw: bytes = b"") -> None:
             headers = {k.lower(): v for k, v in self.headers.items()}
-            fake.requests.append(Recorded(self.command, self.path, headers, body))
+            fake.requests.append(Recorded(self.command, self.path, headers, body, raw))
 
         def _json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
             body = json.dumps(data).encode()

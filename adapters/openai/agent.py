@@ -195,19 +195,16 @@ class OpenAIAdapter:
     def payload(
         self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], config: Mapping[str, Any]
     ) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "tools": tools,
-        }
+        # Stable fields first and the growing conversation last, so the body's bytes share their
+        # start with the previous request's, as the prompt the provider renders (tools, system,
+        # conversation) does.
+        payload: dict[str, Any] = {"model": model, "stream": True, "stream_options": {"include_usage": True}}
         if self.settings.temperature is not None:
             payload["temperature"] = self.settings.temperature
         effort = config.get("reasoning_effort")
         if isinstance(effort, str) and effort != "default":
             payload["reasoning_effort"] = effort
-        return payload
+        return payload | {"tools": tools, "messages": messages}
 
     def compactor(self, turn: TurnInput, sink: Sink, model: str, abort: Abort) -> Compactor:
         return Compactor(
