@@ -316,3 +316,26 @@ async def test_images_are_not_advertised_for_a_model_without_vision(fake, adapte
         init = await editor.initialize()
     caps = init["agentCapabilities"]["promptCapabilities"]
     assert caps.get("image") is not True and caps["embeddedContext"] is True
+
+
+async def test_a_reload_replays_the_conversation_without_the_live_compaction_updates(fake, adapter, tmp_path):
+    (tmp_path / "notes.txt").write_text("".join(f"note {i}: {'words ' * 8}\n" for i in range(60)))
+    small_window(fake)
+    fake.responder = reads_then_answers()
+    db = tmp_path / "journal.db"
+    journal = await Journal.open(db)
+    async with running(AcpAgent(adapter(fake), journal=journal)) as editor:
+        await editor.initialize({"session": {"compaction": {}, "notices": {}}})
+        sid = await editor.new_session(tmp_path)
+        for n in range(4):
+            await editor.prompt(sid, f"turn {n}")
+        assert "compaction_update" in editor.kinds(sid)
+    await journal.close()
+    journal = await Journal.open(db)
+    async with running(AcpAgent(adapter(fake), journal=journal)) as editor:
+        await editor.initialize()
+        await editor.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        replayed = editor.kinds(sid)
+    await journal.close()
+    assert replayed.count("user_message_chunk") == 4
+    assert not {"compaction_update", "compaction_summary_chunk", "notice"} & set(replayed)

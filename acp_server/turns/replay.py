@@ -13,7 +13,20 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from acp_server.turns.mapping import OpenToolCalls, to_update, user_message_chunks
-from adapters.events import PromptReceived, RuntimeEvent, TextDelta, ThoughtDelta, TurnFinished
+from adapters.events import (
+    CompactionChunk,
+    CompactionUpdated,
+    NoticeShown,
+    PromptReceived,
+    RuntimeEvent,
+    TextDelta,
+    ThoughtDelta,
+    TurnFinished,
+)
+
+# Sent live only to an editor that advertised them; the one loading the session may not have
+# (ACP: MUST only send when advertised), and a notice is not session history.
+LIVE_ONLY = (CompactionUpdated, CompactionChunk, NoticeShown)
 
 REPLAY_CHUNK_CHARS = 64 * 1024
 
@@ -103,6 +116,8 @@ async def replay_updates(
                 yield update
         elif isinstance(event, TurnFinished) and event.reason == "error":
             yield _failure_notice(event)
+        elif isinstance(event, LIVE_ONLY):
+            continue
         elif (update := to_update(event)) is not None:
             yield update
     for update in end_of_run(run_id):
