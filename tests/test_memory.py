@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from fake_openai import Failure, FakeOpenAI, Stream, reply, tokens_of
 from harness import running
+from jsonschema import Draft202012Validator
 
 from acp_server.acp.handlers import AcpAgent
 from adapters.openai import OpenAIAdapter
@@ -169,6 +170,8 @@ async def test_cached_prompt_tokens_reach_the_prompt_responses_usage(fake, adapt
         second = await editor.prompt(sid, "b")
     assert first["usage"] == {"inputTokens": 900, "outputTokens": 10, "totalTokens": 910, "cachedReadTokens": 768}
     assert second["usage"] == {"inputTokens": 5, "outputTokens": 1, "totalTokens": 6}
+    unstable = json.loads((Path(__file__).parent.parent / "schema" / "schema.unstable.json").read_text())
+    Draft202012Validator({"$ref": "#/$defs/PromptResponse", "$defs": unstable["$defs"]}).validate(first)
 
 
 # --- context management ----------------------------------------------------------------------
