@@ -12,7 +12,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from adapters.events import PlanEntry, StopReason, ToolContent, ToolKind, ToolStatus
+from adapters.events import (
+    CompactionStatus,
+    NoticeSeverity,
+    PlanEntry,
+    StopReason,
+    ToolContent,
+    ToolKind,
+    ToolStatus,
+)
 
 
 class TurnCancelled(Exception):
@@ -44,6 +52,15 @@ class Transcript:
 
 
 @dataclass(frozen=True, slots=True)
+class EditorFeatures:
+    """What the editor advertised that an agent itself must respect: the session updates it can
+    show (ACP `session.compaction`, `session.notices`). File and terminal routing is the sink's."""
+
+    compaction: bool = False
+    notices: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class TurnInput:
     session_id: str
     cwd: str
@@ -54,6 +71,7 @@ class TurnInput:
     mcp_servers: tuple[dict[str, Any], ...] = ()
     additional_directories: tuple[str, ...] = ()  # more workspace roots besides cwd
     transcript: Transcript | None = None  # the agent's own saved transcript, if it saved one
+    editor: EditorFeatures = field(default_factory=EditorFeatures)
 
     @property
     def text(self) -> str:
@@ -137,11 +155,24 @@ class Sink(Protocol):
         cost_usd: float | None = None,
         context_used: int | None = None,
         context_size: int | None = None,
+        cached_read_tokens: int | None = None,
     ) -> None: ...
 
     def title(self, title: str) -> None: ...
     def save_transcript(self, format: str, messages: Sequence[Any], *, base: bool = False) -> None:
         """Keep messages of the agent's own transcript in the journal (see `TurnInput.transcript`)."""
+        ...
+
+    def compaction(
+        self, compaction_id: str, status: CompactionStatus, *, summary: str | None = None, error: str | None = None
+    ) -> None:
+        """Show a context compaction (only when `TurnInput.editor.compaction`)."""
+        ...
+
+    def compaction_chunk(self, compaction_id: str, text: str) -> None: ...
+
+    def notice(self, title: str, *, severity: NoticeSeverity = "info", description: str | None = None) -> None:
+        """Tell the user something outside the conversation (only when `TurnInput.editor.notices`)."""
         ...
 
     def request_permission(self, tool_call_id: str) -> PermissionDecision: ...

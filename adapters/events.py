@@ -113,6 +113,7 @@ class UsageReported:
     cost_usd: float | None = None
     context_used: int | None = None
     context_size: int | None = None
+    cached_read_tokens: int | None = None  # prompt tokens the provider served from its cache
     kind: Literal["usage"] = "usage"
 
 
@@ -142,6 +143,41 @@ class TranscriptSaved:
     messages: tuple[Any, ...]
     base: bool = False
     kind: Literal["transcript"] = "transcript"
+
+
+CompactionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
+NoticeSeverity = Literal["info", "warning", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionUpdated:
+    """The agent compacted (or is compacting) its context; `summary` replaces the shown summary.
+    Only for an editor that advertised `session.compaction` (the agent checks)."""
+
+    compaction_id: str
+    status: CompactionStatus
+    summary: str | None = None
+    error: str | None = None
+    kind: Literal["compaction"] = "compaction"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionChunk:
+    """A piece of a compaction's summary as the model streams it."""
+
+    compaction_id: str
+    text: str
+    kind: Literal["compaction_chunk"] = "compaction_chunk"
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeShown:
+    """Information for the user that is not conversation (an editor with `session.notices`)."""
+
+    title: str
+    severity: NoticeSeverity = "info"
+    description: str | None = None
+    kind: Literal["notice"] = "notice"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +215,9 @@ RuntimeEvent = (
     | PermissionDecided
     | TranscriptSaved
     | TerminalExited
+    | CompactionUpdated
+    | CompactionChunk
+    | NoticeShown
     | TurnFinished
 )
 

@@ -24,7 +24,12 @@ from adapters.base import (
 )
 from adapters.events import (
     STOP_REASONS,
+    CompactionChunk,
+    CompactionStatus,
+    CompactionUpdated,
     Envelope,
+    NoticeSeverity,
+    NoticeShown,
     PlanEntry,
     PlanUpdated,
     RuntimeEvent,
@@ -221,8 +226,9 @@ class RecordingSink:
         cost_usd: float | None = None,
         context_used: int | None = None,
         context_size: int | None = None,
+        cached_read_tokens: int | None = None,
     ) -> None:
-        event = UsageReported(input_tokens, output_tokens, cost_usd, context_used, context_size)
+        event = UsageReported(input_tokens, output_tokens, cost_usd, context_used, context_size, cached_read_tokens)
         self._report("usage", event)
 
     def title(self, title: str) -> None:
@@ -230,6 +236,17 @@ class RecordingSink:
 
     def save_transcript(self, format: str, messages: Sequence[Any], *, base: bool = False) -> None:
         self._report("save_transcript", TranscriptSaved(format, tuple(messages), base))
+
+    def compaction(
+        self, compaction_id: str, status: CompactionStatus, *, summary: str | None = None, error: str | None = None
+    ) -> None:
+        self._report("compaction", CompactionUpdated(compaction_id, status, summary, error))
+
+    def compaction_chunk(self, compaction_id: str, text: str) -> None:
+        self._report("compaction_chunk", CompactionChunk(compaction_id, text))
+
+    def notice(self, title: str, *, severity: NoticeSeverity = "info", description: str | None = None) -> None:
+        self._report("notice", NoticeShown(title, severity, description))
 
     # --- asks ----------------------------------------------------------------------------
 

@@ -3,7 +3,9 @@
 Each POST /chat/completions plays the next scripted answer (or asks `responder` when none is
 queued): a stream of SSE chunks (text, reasoning, tool calls, finish reasons, usage; optionally
 slow, or held open until the client goes away) or an HTTP failure. Every request is recorded;
-GET /models lists `models`.
+GET /models lists `models` (entries may carry metadata such as `context_window` or `vision`).
+With `context_limit` set, a request whose body is over it (`tokens_of`: 4 bytes a token) is
+answered like OpenAI does: HTTP 400 `context_length_exceeded`, without using up an answer.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Failure:
     status: int
     message: str = "scripted failure"
     headers: dict[str, str] = field(default_factory=dict)
+    code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
+    raw: bytes = b""  # the body's bytes as sent
 
 
 def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -96,6 +100,20 @@ def reply(
     return Stream(chunks, hold_open=hold_open)
 
 
+def tokens_of(body: Any) -> int:
+    """The fake's own token count of a request: 4 bytes of its JSON a token."""
+    return len(json.dumps(body)) // 4
+
+
+def too_long(limit: int, body: Any) -> Failure:
+    return Failure(
+        400,
+        f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+        f"{tokens_of(body)} tokens. Please reduce the length of the messages.",
+        code="context_length_exceeded",
+    )
+
+
 class FakeOpenAI:
     """Start with `with FakeOpenAI() as fake:`; queue answers with `script(...)`."""
 
@@ -104,6 +122,8 @@ class FakeOpenAI:
         self.models_failure: Failure | None = None
         self.responder: Callable[[dict[str, Any]], Stream | Failure] | None = None  # when nothing is queued
         self.requests: list[Recorded] = []
+        self.context_limit: int | None = None  # tokens (see `tokens_of`) a request may take
+        self.refused: list[dict[str, Any]] = []  # bodies answered "context length exceeded"
         self.disconnected = threading.Event()
         self.chat_arrived = threading.Event()
         self._answers: deque[Stream | Failure] = deque()
@@ -175,22 +195,27 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"null")
-            self._record(body)
+            raw = self.rfile.read(length)
+            body = json.loads(raw or b"null")
+            self._record(body, raw)
             if not self.path.endswith("/chat/completions"):
                 # Endpoint probes (Hermes asks Ollama's /api/show) must not use up a scripted answer.
                 self._fail(Failure(404, "not found"))
                 return
             fake.chat_arrived.set()
+            if fake.context_limit is not None and tokens_of(body) > fake.context_limit:
+                fake.refused.append(body)
+                self._fail(too_long(fake.context_limit, body))
+                return
             answer = fake.next_answer(body)
             if isinstance(answer, Failure):
                 self._fail(answer)
             else:
                 self._stream(answer)
 
-        def _record(self, body: Any) -> None:
+        def _record(self, body: Any, raw: bytes = b"") -> None:
             headers = {k.lower(): v for k, v in self.headers.items()}
-            fake.requests.append(Recorded(self.command, self.path, headers, body))
+            fake.requests.append(Recorded(self.command, self.path, headers, body, raw))
 
         def _json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
             body = json.dumps(data).encode()
@@ -202,7 +227,8 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def _fail(self, failure: Failure) -> None:
-            self._json(failure.status, {"error": {"message": failure.message, "type": "fake"}}, failure.headers)
+            error = {"message": failure.message, "type": "fake", "code": failure.code}
+            self._json(failure.status, {"error": error}, failure.headers)
 
         def _stream(self, stream: Stream) -> None:
             if stream.hold_headers:

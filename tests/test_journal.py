@@ -15,8 +15,11 @@ import pytest
 
 from adapters.base import Message
 from adapters.events import (
+    CompactionChunk,
+    CompactionUpdated,
     DiffContent,
     Envelope,
+    NoticeShown,
     PermissionDecided,
     PlanEntry,
     PlanUpdated,
@@ -329,6 +332,9 @@ DURABILITY = [
     (TitleChanged("t"), False),
     (TranscriptSaved("f", ({"role": "user"},)), False),
     (TerminalExited("term-1", "ok\n", 0, tool_call_id="t"), False),
+    (CompactionUpdated("c", "in_progress"), False),
+    (CompactionChunk("c", "summary"), False),
+    (NoticeShown("n"), False),
 ]
 
 

@@ -64,6 +64,7 @@ class Sink:
     def plan(self, entries: Sequence[Any]) -> None: ...
     def usage(self, **kwargs: Any) -> None: ...
     def title(self, title: str) -> None: ...
+    def save_transcript(self, format: str, messages: Sequence[Any], *, base: bool = False) -> None: ...
     def request_permission(self, tool_call_id: str) -> PermissionDecision:
         return PermissionDecision(True)
 
@@ -109,6 +110,7 @@ def test_flags_win_over_the_environment_which_wins_over_the_file_and_each_source
         "temperature": f"file {path}",
         "max_turn_requests": "default",
         "context_window": "default",
+        "vision": "default",
     }
     assert s.display()["api_key"] == ("set (sk-…0000)", f"file {path}")
 

@@ -107,6 +107,15 @@ class RecordingSink:
     def save_transcript(self, format: str, messages, *, base: bool = False) -> None:
         self._record("save_transcript", format, list(messages), base)
 
+    def compaction(self, compaction_id: str, status: str, *, summary=None, error=None) -> None:
+        self._record("compaction", compaction_id, status, summary, error)
+
+    def compaction_chunk(self, compaction_id: str, text: str) -> None:
+        self._record("compaction_chunk", compaction_id, text)
+
+    def notice(self, title: str, *, severity: str = "info", description=None) -> None:
+        self._record("notice", title, severity, description)
+
     def request_permission(self, tool_call_id: str) -> PermissionDecision:
         self._record("request_permission", tool_call_id)
         return self.decision

@@ -24,7 +24,7 @@ from acp_server.turns.policy import DEFAULT_MODE
 from acp_server.turns.services import ClientCapabilities, ClientTools
 from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
 from acp_server.turns.terminal import TerminalChoice
-from adapters.base import AdapterCapabilities, RuntimeAdapter, TurnInput
+from adapters.base import AdapterCapabilities, EditorFeatures, RuntimeAdapter, TurnInput
 from adapters.events import Envelope, PromptReceived, RuntimeEvent, TextDelta, TitleChanged, TurnFinished
 from journal.states import RESPONSE_KINDS, RunState, final_state
 from journal.store import Journal
@@ -109,6 +109,7 @@ class Prompts:
             session.mcp_servers,
             session.additional_directories,
             history.transcript(),
+            EditorFeatures(compaction=self._client().compaction, notices=self._client().notices),
         )
         await self.sessions.title_from_prompt(session, turn.text)
         if (command := builtin_invocation(turn.text)) is not None:

@@ -318,6 +318,7 @@ class Usage(WireModel):
     input_tokens: int
     output_tokens: int
     total_tokens: int
+    cached_read_tokens: int | None = None
 
 
 class PromptResult(WireModel):

@@ -28,6 +28,11 @@ from adapters.base import (
     TurnInput,
 )
 from adapters.events import (
+    CompactionChunk,
+    CompactionStatus,
+    CompactionUpdated,
+    NoticeSeverity,
+    NoticeShown,
     PlanEntry,
     PlanUpdated,
     RuntimeEvent,
@@ -213,14 +218,26 @@ class ThreadSink:
         cost_usd: float | None = None,
         context_used: int | None = None,
         context_size: int | None = None,
+        cached_read_tokens: int | None = None,
     ) -> None:
-        self._push(UsageReported(input_tokens, output_tokens, cost_usd, context_used, context_size))
+        self._push(UsageReported(input_tokens, output_tokens, cost_usd, context_used, context_size, cached_read_tokens))
 
     def title(self, title: str) -> None:
         self._push(TitleChanged(title))
 
     def save_transcript(self, format: str, messages: Sequence[Any], *, base: bool = False) -> None:
         self._push(TranscriptSaved(format, tuple(messages), base))
+
+    def compaction(
+        self, compaction_id: str, status: CompactionStatus, *, summary: str | None = None, error: str | None = None
+    ) -> None:
+        self._push(CompactionUpdated(compaction_id, status, summary, error))
+
+    def compaction_chunk(self, compaction_id: str, text: str) -> None:
+        self._push(CompactionChunk(compaction_id, text))
+
+    def notice(self, title: str, *, severity: NoticeSeverity = "info", description: str | None = None) -> None:
+        self._push(NoticeShown(title, severity, description))
 
     # --- worker side: asks ---------------------------------------------------------------
 

@@ -35,18 +35,23 @@ class ClientCapabilities:
     write_text_file: bool = False
     terminal: bool = False
     elicitation_form: bool = False
+    compaction: bool = False  # session.compaction: compaction_update / compaction_summary_chunk
+    notices: bool = False  # session.notices: notice updates
     quirks: Quirks = field(default_factory=Quirks)  # known mistakes of this client (turns/quirks.py), by its clientInfo
 
     @classmethod
     def from_wire(cls, caps: dict[str, Any], info: dict[str, Any] | None = None) -> ClientCapabilities:
         # Tolerant like the reference implementation: a malformed flag means "not offered".
         fs, elicitation = _object(caps.get("fs")), _object(caps.get("elicitation"))
+        session = _object(caps.get("session"))
         name, version = _object(info).get("name"), _object(info).get("version")
         return cls(
             read_text_file=fs.get("readTextFile") is True,
             write_text_file=fs.get("writeTextFile") is True,
             terminal=caps.get("terminal") is True,
             elicitation_form=isinstance(elicitation.get("form"), dict),
+            compaction=isinstance(session.get("compaction"), dict),
+            notices=isinstance(session.get("notices"), dict),
             quirks=quirks_for(name if isinstance(name, str) else None, version if isinstance(version, str) else None),
         )
 

@@ -11,7 +11,10 @@ import math
 from typing import Any
 
 from adapters.events import (
+    CompactionChunk,
+    CompactionUpdated,
     DiffContent,
+    NoticeShown,
     PermissionDecided,
     PlanUpdated,
     PromptReceived,
@@ -86,6 +89,23 @@ def _usage(event: UsageReported) -> dict[str, Any] | None:
     return update
 
 
+def _session_notice(event: CompactionUpdated | CompactionChunk | NoticeShown) -> dict[str, Any]:
+    """Compaction and notice updates; the agent sends them only to editors that advertised them."""
+    if isinstance(event, CompactionChunk):
+        content = {"type": "text", "text": event.text}
+        return {"sessionUpdate": "compaction_summary_chunk", "compactionId": event.compaction_id, "content": content}
+    if isinstance(event, NoticeShown):
+        notice = {"sessionUpdate": "notice", "severity": event.severity, "title": event.title}
+        return notice | ({"description": event.description} if event.description else {})
+    update: dict[str, Any] = {"sessionUpdate": "compaction_update", "compactionId": event.compaction_id}
+    update["status"] = event.status
+    if event.summary is not None:
+        update["summary"] = [{"type": "text", "text": event.summary}]
+    if event.error is not None:
+        update["error"] = event.error
+    return update
+
+
 def to_update(event: RuntimeEvent) -> dict[str, Any] | None:
     """The `update` object of a `session/update` notification for one event, or None."""
     match event:
@@ -114,6 +134,8 @@ def to_update(event: RuntimeEvent) -> dict[str, Any] | None:
             return None  # journal-only: the agent's own record, for its next turns
         case TerminalExited():
             return None  # journal-only: live, the embedded terminal shows the output itself
+        case CompactionUpdated() | CompactionChunk() | NoticeShown():
+            return _session_notice(event)
     raise TypeError(f"unmapped runtime event {type(event).__name__}")
 
 

@@ -16,6 +16,9 @@ from typing import Any, Protocol
 
 from acp_server.turns.mapping import OpenToolCalls, to_update, user_message_chunks
 from adapters.events import (
+    CompactionChunk,
+    CompactionUpdated,
+    NoticeShown,
     PromptReceived,
     RuntimeEvent,
     TerminalContent,
@@ -28,6 +31,10 @@ from adapters.events import (
     ToolContent,
     TurnFinished,
 )
+
+# Sent live only to an editor that advertised them; the one loading the session may not have
+# (ACP: MUST only send when advertised), and a notice is not session history.
+LIVE_ONLY = (CompactionUpdated, CompactionChunk, NoticeShown)
 
 REPLAY_CHUNK_CHARS = 64 * 1024
 
@@ -161,6 +168,8 @@ async def replay_updates(
                 yield update
         elif isinstance(event, TurnFinished) and event.reason == "error":
             yield _failure_notice(event)
+        elif isinstance(event, LIVE_ONLY):
+            continue
         elif isinstance(event, TerminalExited):
             shown = terminals.exited(event)
             if shown is not None and (update := to_update(shown)) is not None:

@@ -111,6 +111,7 @@ class TurnTally:
         self.reply: list[str] = []
         self.transcript: list[TranscriptSaved] = []
         self._tokens: tuple[int, int] | None = None
+        self._cached: int | None = None  # prompt tokens read from the provider's cache, when reported
 
     def add(self, event: RuntimeEvent) -> None:
         if isinstance(event, TextDelta):
@@ -120,12 +121,15 @@ class TurnTally:
         elif isinstance(event, UsageReported):
             spent = self._tokens or (0, 0)
             self._tokens = (spent[0] + event.input_tokens, spent[1] + event.output_tokens)
+            if event.cached_read_tokens is not None:
+                self._cached = (self._cached or 0) + event.cached_read_tokens
 
     def usage(self) -> dict[str, int] | None:
         if self._tokens is None:
             return None
         tokens_in, tokens_out = self._tokens
-        return {"inputTokens": tokens_in, "outputTokens": tokens_out, "totalTokens": tokens_in + tokens_out}
+        usage = {"inputTokens": tokens_in, "outputTokens": tokens_out, "totalTokens": tokens_in + tokens_out}
+        return usage | ({"cachedReadTokens": self._cached} if self._cached is not None else {})
 
 
 class RunNumbering:

@@ -9,7 +9,6 @@ in-flight HTTP stream from the server's thread. Settings are resolved in `config
 from __future__ import annotations
 
 import os
-import platform
 import threading
 from collections.abc import Mapping
 from contextlib import closing
@@ -18,22 +17,22 @@ from urllib.parse import urlsplit
 
 from adapters.base import AdapterCapabilities, AgentError, Health, Sink, TurnInput
 from adapters.events import StopReason
+from adapters.openai.attachments import user_message
 from adapters.openai.client import Abort, Endpoint
+from adapters.openai.compaction import Compactor
 from adapters.openai.config import load_settings
+from adapters.openai.context import budget_of
+from adapters.openai.history import History
+from adapters.openai.jsonvalues import is_object
 from adapters.openai.mcp_tools import McpTools, mcp_available
 from adapters.openai.models import ModelCatalog, config_options
+from adapters.openai.prefix import system_message, tool_schemas
+from adapters.openai.request import Overflow, Request
 from adapters.openai.stream import Reply
 from adapters.openai.tools import BUILTIN_TOOLS, Tool, Workspace, execute
 
 HEALTH_TIMEOUT = 1.0
 KEYED_HOSTS = ("api.openai.com", "openrouter.ai")  # endpoints that never work without a key
-
-SYSTEM_PROMPT = """\
-You are a coding agent working in the directory {cwd} ({system}), inside the user's editor.
-Use the tools to look at the code before changing it: read_file, list_directory and \
-search_text to explore, edit_file (exact, unique replacement) or write_file to change files, \
-run_command to build and test. Paths are relative to that directory. Keep answers short; \
-say what you changed and why."""
 
 
 class OpenAIAdapter:
@@ -57,6 +56,7 @@ class OpenAIAdapter:
         self._in_flight: dict[str, Abort] = {}
         self._costs: dict[str, float] = {}
         self._mcp: dict[str, McpTools] = {}  # session id -> its MCP connections, kept across turns
+        self._learned: dict[str, int] = {}  # model -> below the size of a request refused as too long
 
     # --- what the server asks before any turn ------------------------------------------
 
@@ -65,6 +65,8 @@ class OpenAIAdapter:
         model = self._default_model(listed)
         return AdapterCapabilities(
             streaming=True,
+            image=self._vision(model),
+            embedded_context=True,
             context_window=self._window(model),
             config_options=config_options(model, listed),
             cancel_latency=1.0,
@@ -154,57 +156,60 @@ class OpenAIAdapter:
         return fresh.tools
 
     def _requests(self, turn: TurnInput, sink: Sink, model: str, abort: Abort, tools: Mapping[str, Tool]) -> StopReason:
-        """Ask, run the tool calls, ask again: until the model stops or the limit is reached."""
+        """Ask, run the tool calls, ask again: until the model stops or the limit is reached.
+        Each finished round is saved to the session's transcript."""
         workspace = Workspace(sink, turn.cwd)
-        messages = self._messages(turn)
+        history = History.resume(turn.transcript, turn.history, system_message(turn.cwd, turn.additional_directories))
+        history.start_turn(user_message(turn.prompt, sink, cwd=turn.cwd, roots=turn.additional_directories))
+        request = Request(self, turn, sink, model, abort, tool_schemas(tools.values()))
         for _ in range(self.settings.max_turn_requests):
             sink.check_cancelled()
-            reply = self._complete(self._payload(model, messages, tools, turn.config), sink, abort)
-            self._report_usage(turn.session_id, reply, model, sink)
-            if reply.refused:
-                return "refusal"
-            if reply.finish_reason == "length":
+            try:
+                reply = request.send(history)
+            except Overflow as exc:
+                history.save(sink)
+                sink.text(str(exc))
                 return "max_tokens"
-            calls = reply.tool_calls()
+            self._report_usage(turn.session_id, reply, model, sink)
+            calls = [] if reply.refused or reply.finish_reason == "length" else reply.tool_calls()
+            message = reply.message()
             if not calls:
-                return "end_turn"
-            messages.append(reply.message())
+                message.pop("tool_calls", None)  # a call cut off mid-stream cannot be answered
+                history.add(message)
+                history.save(sink)
+                return "refusal" if reply.refused else "max_tokens" if reply.finish_reason == "length" else "end_turn"
+            history.add(message)
             for call in calls:
                 result = execute(call, tools.get(call.name), workspace)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                history.add({"role": "tool", "tool_call_id": call.id, "content": result})
+            history.save(sink)
         return "max_turn_requests"
 
-    def _complete(self, payload: dict[str, Any], sink: Sink, abort: Abort) -> Reply:
+    def complete(self, payload: dict[str, Any], sink: Sink, abort: Abort) -> Reply:
         reply = Reply()
         with closing(self._endpoint.stream_chat(payload, sink=sink, abort=abort)) as chunks:
             for chunk in chunks:
                 reply.feed(chunk, sink)
         return reply
 
-    def _messages(self, turn: TurnInput) -> list[dict[str, Any]]:
-        system = SYSTEM_PROMPT.format(cwd=turn.cwd, system=platform.system() or "unknown OS")
-        messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-        for message in turn.history:
-            messages.append({"role": "user" if message.role == "user" else "assistant", "content": message.text})
-        messages.append({"role": "user", "content": turn.text})
-        return messages
-
-    def _payload(
-        self, model: str, messages: list[dict[str, Any]], tools: Mapping[str, Tool], config: Mapping[str, Any]
+    def payload(
+        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], config: Mapping[str, Any]
     ) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "tools": [tool.schema() for tool in tools.values()],
-        }
+        # Stable fields first and the growing conversation last, so the body's bytes share their
+        # start with the previous request's, as the prompt the provider renders (tools, system,
+        # conversation) does.
+        payload: dict[str, Any] = {"model": model, "stream": True, "stream_options": {"include_usage": True}}
         if self.settings.temperature is not None:
             payload["temperature"] = self.settings.temperature
         effort = config.get("reasoning_effort")
         if isinstance(effort, str) and effort != "default":
             payload["reasoning_effort"] = effort
-        return payload
+        return payload | {"tools": tools, "messages": messages}
+
+    def compactor(self, turn: TurnInput, sink: Sink, model: str, abort: Abort) -> Compactor:
+        return Compactor(
+            endpoint=self._endpoint, model=model, sink=sink, editor=turn.editor, abort=abort, window=self._window(model)
+        )
 
     def _report_usage(self, session_id: str, reply: Reply, model: str, sink: Sink) -> None:
         usage = reply.usage
@@ -221,7 +226,20 @@ class OpenAIAdapter:
             cost_usd=self._costs.get(session_id),
             context_used=prompt + completion,
             context_size=self._window(model),
+            cached_read_tokens=cached_tokens(usage),
         )
+
+    def learn_budget(self, model: str, tokens: int) -> None:
+        """The endpoint refused a request of about `tokens` as too long: stay below that."""
+        with self._lock:
+            self._learned[model] = min(tokens, self._learned.get(model, tokens))
+
+    def budget(self, model: str) -> int | None:
+        """The tokens a request for `model` may take, when its window is known or was learnt."""
+        window = self._window(model)
+        with self._lock:
+            limits = [x for x in (None if window is None else budget_of(window), self._learned.get(model)) if x]
+        return min(limits) if limits else None
 
     # --- settings ------------------------------------------------------------------------
 
@@ -258,6 +276,21 @@ class OpenAIAdapter:
 
     def _window(self, model: str | None) -> int | None:
         return self.settings.context_window or self._catalog.window(model)
+
+    def _vision(self, model: str | None) -> bool:
+        if self.settings.vision is not None:
+            return self.settings.vision
+        return self._catalog.vision(model)
+
+
+def cached_tokens(usage: dict[str, Any]) -> int | None:
+    """Prompt tokens served from the provider's cache: OpenAI's `prompt_tokens_details`, or
+    DeepSeek's `prompt_cache_hit_tokens`; None when the provider says nothing about it."""
+    details = usage.get("prompt_tokens_details")
+    if is_object(details) and isinstance(details.get("cached_tokens"), int):
+        return _count(details["cached_tokens"])
+    hit = usage.get("prompt_cache_hit_tokens")
+    return _count(hit) if isinstance(hit, int) else None
 
 
 def _count(value: Any) -> int:

@@ -29,6 +29,27 @@ LIST_TIMEOUT = 2.0
 MAX_RETRIES = 3
 MAX_RETRY_WAIT = 30.0
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+# How OpenAI, vLLM, llama.cpp, Ollama, OpenRouter, Anthropic- and Gemini-compatible servers word it.
+TOO_LONG_HINTS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+    "exceeds the available context",
+    "input is too long",
+    "reduce the length",
+)
+
+
+class ContextTooLong(AgentError):
+    """The endpoint refused the request because it does not fit the model's context window."""
+
+
+def too_long(status: int, text: str) -> bool:
+    lowered = text.lower()
+    return status in (400, 413, 422) and any(hint in lowered for hint in TOO_LONG_HINTS)
 
 
 class Abort:
@@ -135,6 +156,8 @@ class Endpoint:
                     return
                 status, text = response.status_code, _error_text(response.read())
                 wait = retry_wait(response.headers, attempt)
+            if too_long(status, text):
+                raise ContextTooLong(self._http_failure(status, text, url))
             if status not in RETRY_STATUSES or attempt == MAX_RETRIES:
                 raise AgentError(self._http_failure(status, text, url, retried=attempt))
             sink.sleep(wait)
@@ -247,7 +270,9 @@ def _parse_chunk(data: str) -> Iterator[dict[str, Any]]:
         if not is_object(chunk):
             continue
         if chunk.get("error"):
-            raise AgentError(f"The model endpoint reported an error: {_message_of(chunk)}")
+            message = _message_of(chunk)
+            kind = ContextTooLong if too_long(400, message) else AgentError
+            raise kind(f"The model endpoint reported an error: {message}")
         yield chunk
 
 

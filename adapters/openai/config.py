@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "max_turn_requests": DEFAULT_MAX_TURN_REQUESTS,
     "temperature": None,
     "context_window": None,
+    "vision": None,
 }
 
 
@@ -44,6 +45,7 @@ class Settings:
     temperature: float | None
     context_window: int | None
     config_path: str
+    vision: bool | None = None  # None: ask the model list
     sources: Mapping[str, str] = field(default_factory=dict[str, str])
     problems: tuple[str, ...] = ()
 
@@ -111,6 +113,7 @@ def load_settings(
         max_turn_requests=int(values["max_turn_requests"]),
         temperature=None if values["temperature"] is None else float(values["temperature"]),
         context_window=values["context_window"],
+        vision=values["vision"],
         config_path=path,
         sources=sources,
         problems=tuple(problems),
@@ -184,4 +187,6 @@ def _check(values: Mapping[str, Any], sources: Mapping[str, str]) -> list[str]:
     window = values["context_window"]
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
         bad("context_window", "a whole number of tokens")
+    if values["vision"] is not None and not isinstance(values["vision"], bool):
+        bad("vision", "true or false")
     return problems

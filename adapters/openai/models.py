@@ -13,6 +13,7 @@ from typing import Any
 
 from adapters.base import AgentError, ConfigChoice, ConfigOption
 from adapters.openai.client import Endpoint
+from adapters.openai.jsonvalues import is_array, is_object
 
 FAILED_LISTING_TTL = 60.0
 EFFORTS = ("default", "low", "medium", "high")
@@ -52,6 +53,21 @@ def listed_window(entry: dict[str, Any]) -> int | None:
     return None
 
 
+def listed_vision(entry: dict[str, Any]) -> bool:
+    """A /models entry that says it takes images: `vision: true`, `capabilities.vision`, or
+    `image` among its (`architecture.`)`input_modalities`."""
+    capabilities, architecture = entry.get("capabilities"), entry.get("architecture")
+    modalities = entry.get("input_modalities")
+    if modalities is None and is_object(architecture):
+        modalities = architecture.get("input_modalities")
+    return (
+        entry.get("vision") is True
+        or (is_object(capabilities) and capabilities.get("vision") is True)
+        or (is_array(capabilities) and "vision" in capabilities)
+        or (is_array(modalities) and "image" in modalities)
+    )
+
+
 class ModelCatalog:
     """The endpoint's models, fetched at most once (or once a minute while it fails)."""
 
@@ -78,6 +94,10 @@ class ModelCatalog:
 
     def ids(self) -> list[str]:
         return [entry["id"] for entry in self.entries() or []]
+
+    def vision(self, model: str | None) -> bool:
+        """Whether the listing says `model` accepts images (metadata of vLLM, LM Studio, OpenRouter)."""
+        return any(entry["id"] == model and listed_vision(entry) for entry in self._entries or [])
 
     def window(self, model: str | None) -> int | None:
         """The window the listing states for `model`, else the table's."""

@@ -28,6 +28,8 @@ class Reply:
     """What the model said in one request; `feed` it every chunk in order."""
 
     text: list[str] = field(default_factory=list[str])
+    reasoning: list[str] = field(default_factory=list[str])
+    reasoning_field: str = "reasoning_content"  # the field the provider streamed it in
     calls: dict[int, _PartialCall] = field(default_factory=dict[int, _PartialCall])
     finish_reason: str | None = None
     refusal: str | None = None
@@ -50,9 +52,13 @@ class Reply:
                 self.finish_reason = reason
 
     def _delta(self, delta: dict[str, Any], sink: Sink) -> None:
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if isinstance(reasoning, str) and reasoning:
-            sink.thought(reasoning)
+        for name in ("reasoning_content", "reasoning"):
+            reasoning = delta.get(name)
+            if isinstance(reasoning, str) and reasoning:
+                self.reasoning.append(reasoning)
+                self.reasoning_field = name
+                sink.thought(reasoning)
+                break
         content = delta.get("content")
         if isinstance(content, str) and content:
             self.text.append(content)
@@ -92,8 +98,11 @@ class Reply:
         ]
 
     def message(self) -> dict[str, Any]:
-        """This reply as the assistant message of the conversation sent back next time."""
+        """This reply as the assistant message of the conversation sent back next time, its
+        reasoning in the field the provider used (`History.outgoing` decides when it is sent)."""
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        if self.reasoning:
+            message[self.reasoning_field] = "".join(self.reasoning)
         calls = self.tool_calls()
         if calls:
             message["tool_calls"] = [
