@@ -17,7 +17,7 @@ from typing import Any
 
 from adapters.base import AdapterCapabilities, AgentError, Health, Message, Sink, TurnCancelled, TurnInput
 from adapters.events import StopReason
-from adapters.hermes import setup
+from adapters.hermes import health, setup
 from adapters.hermes.reporting import Reporter
 from adapters.hermes.routing import Gate, attach, detach
 from adapters.hermes.setup import hermes
@@ -50,7 +50,7 @@ class HermesAdapter:
         return AdapterCapabilities(streaming=True, embedded_context=True, mcp_http=True, cancel_latency=1.0)
 
     def health(self) -> Health:
-        return setup.health(self._model)
+        return health.health(self._model)
 
     def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
         session = self._session(turn)

@@ -1,6 +1,6 @@
 """Hermes' own configuration, found exactly as `hermes acp` finds it: `HERMES_HOME` (default
 `~/.hermes`), its `.env` and `config.yaml`, and Hermes' runtime-provider resolution. Builds the
-keyword arguments of one `AIAgent` and answers `health()`. Imports Hermes lazily (about 1 s).
+keyword arguments of one `AIAgent`. Imports Hermes lazily (seconds); `health.py` does not.
 """
 
 from __future__ import annotations
@@ -8,17 +8,12 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Health
-
 log = logging.getLogger(__name__)
 
-HEALTH_TIMEOUT = 1.0
 BASE_TOOLSETS = ("hermes-acp", "clarify")  # hermes acp's tool surface, plus clarify (we can ask)
 _env_lock = threading.Lock()
 _env_loaded: set[str] = set()
@@ -117,41 +112,3 @@ def agent_kwargs(runtime: Runtime, *, session_id: str, mcp_names: tuple[str, ...
 def session_db(home: str) -> Any:
     """Hermes' session store in `home` (named: Hermes fixes its default path at import)."""
     return hermes("hermes_state").SessionDB(db_path=Path(home) / "state.db")
-
-
-def health(model_override: str | None = None) -> Health:
-    """Hermes' configuration, provider, model, and whether GET {base_url}/models answers."""
-    try:
-        runtime = resolve(model_override)
-    except Exception as exc:
-        return Health(False, str(exc) or type(exc).__name__, {})
-    shown = {
-        "HERMES_HOME": (runtime.home, "HERMES_HOME or the default"),
-        "provider": (runtime.provider or "(none)", runtime.source),
-        "model": (runtime.model or "(none)", "config.yaml model.default" if not model_override else "--model"),
-        "endpoint": (runtime.base_url or "(none)", runtime.source),
-        "api key": ("set" if runtime.api_key else "not set", runtime.source),
-    }
-    if not runtime.model:
-        return Health(False, f"no model in {runtime.home}/config.yaml (model.default); run `hermes model`", shown)
-    if not runtime.base_url or not runtime.base_url.startswith(("http://", "https://")):
-        return Health(True, f"provider {runtime.provider} (no HTTP endpoint to check)", shown)
-    return Health(*_probe(runtime), shown)
-
-
-def _probe(runtime: Runtime) -> tuple[bool, str]:
-    url = runtime.base_url.rstrip("/") + "/models"  # type: ignore[union-attr]  # checked by the caller
-    request = urllib.request.Request(url)  # noqa: S310 - the user's configured endpoint, http(s) only
-    if runtime.api_key:
-        request.add_header("Authorization", f"Bearer {runtime.api_key}")
-    try:
-        with urllib.request.urlopen(request, timeout=HEALTH_TIMEOUT) as answer:  # noqa: S310
-            status = answer.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
-    except (OSError, ValueError) as exc:
-        return False, f"{runtime.base_url} does not answer: {exc}"
-    if status in (401, 403):
-        return False, f"{runtime.base_url} refused the API key (HTTP {status})"
-    note = "" if runtime.context_length else "; set model.context_length to skip Hermes' context-length probes"
-    return True, f"{runtime.base_url} answered (HTTP {status}); model {runtime.model}{note}"
