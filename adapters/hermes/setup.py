@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 BASE_TOOLSETS = ("hermes-acp", "clarify")  # hermes acp's tool surface, plus clarify (we can ask)
 _env_lock = threading.Lock()
 _env_loaded: set[str] = set()
+_recall: dict[str, Any] = {}  # HERMES_HOME -> a read-only SessionDB, or None without a state.db
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ def resolve(model_override: str | None = None) -> Runtime:
 
 
 def agent_kwargs(runtime: Runtime, *, session_id: str, mcp_names: tuple[str, ...]) -> dict[str, Any]:
-    """AIAgent's constructor arguments: quiet, no tool delay, our toolsets, Hermes' session store."""
+    """AIAgent's constructor arguments: quiet, no tool delay, our toolsets, no session store."""
     toolsets = [*BASE_TOOLSETS, *(f"mcp-{name}" for name in (*runtime.config_mcp, *mcp_names))]
     return {
         "platform": "acp",
@@ -105,10 +106,21 @@ def agent_kwargs(runtime: Runtime, *, session_id: str, mcp_names: tuple[str, ...
         "tool_progress_mode": "off",
         "tool_delay": 0.0,
         "session_id": session_id,
-        "session_db": session_db(runtime.home),
+        "session_db": None,  # our journal keeps the conversation; see `detach_state_db`
     }
 
 
-def session_db(home: str) -> Any:
-    """Hermes' session store in `home` (named: Hermes fixes its default path at import)."""
-    return hermes("hermes_state").SessionDB(db_path=Path(home) / "state.db")
+def detach_state_db(agent: Any, home: str) -> None:
+    """Hermes writes no acp-server session into HERMES_HOME/state.db: `_persist_disabled` is
+    Hermes' own hard stop for every state.db write and lazy open (its review forks use it).
+    `session_search` still reads the user's other Hermes sessions, read-only."""
+    agent._persist_disabled = True
+    agent._get_session_db_for_recall = lambda: _recall_db(home)
+
+
+def _recall_db(home: str) -> Any:
+    path = Path(home) / "state.db"
+    with _env_lock:
+        if home not in _recall:
+            _recall[home] = hermes("hermes_state").SessionDB(db_path=path, read_only=True) if path.exists() else None
+        return _recall[home]
