@@ -170,7 +170,15 @@ def _in_context(session_id: str, gate: Gate, run: Any) -> dict[str, Any]:
 
 def _register_mcp(servers: tuple[dict[str, Any], ...]) -> tuple[str, ...]:
     """The editor's MCP servers, registered with Hermes (process-wide: Hermes keeps one MCP
-    connection per server name for all sessions)."""
+    connection per server name for all sessions), when Hermes' MCP client can use the installed
+    `mcp`; otherwise none, said once in the log, and the session goes on without them."""
+    if not servers:
+        return ()
+    if (problem := setup.mcp_problem()) is not None:
+        log.warning(
+            "the editor's MCP servers %s are not given to Hermes: %s", [s.get("name") for s in servers], problem
+        )
+        return ()
     configs: dict[str, dict[str, Any]] = {}
     for server in servers:
         pairs: list[dict[str, Any]] = server.get("env") or server.get("headers") or []
