@@ -5,7 +5,10 @@ through the client, cancel, restart with history, clarify, plans, and loopback-o
 
 from __future__ import annotations
 
+import copy
 import json
+import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -19,8 +22,9 @@ pytest.importorskip("run_agent", reason="the hermes extra is not installed")
 
 from fake_openai import FakeOpenAI, reply
 from hermes_home import make_home
+from stdio_server import StdioServer
 
-from adapters.base import CommandResult, Message, PermissionDecision
+from adapters.base import CommandResult, Message, PermissionDecision, Transcript
 from adapters.events import (
     DiffContent,
     PlanEntry,
@@ -29,6 +33,7 @@ from adapters.events import (
     ThoughtDelta,
     ToolCallStarted,
     ToolCallUpdated,
+    TranscriptSaved,
     UsageReported,
 )
 from adapters.hermes import HermesAdapter
@@ -163,29 +168,120 @@ def test_cancel_mid_stream_interrupts_hermes_and_the_next_turn_is_not_interrupte
     assert turn(adapter, "again", workspace).text == "Next."
 
 
-def test_a_restarted_server_continues_the_conversation_with_the_earlier_tool_calls(fake, workspace):
+def test_a_turn_saves_the_messages_it_added_and_the_next_turn_runs_on_them(fake, workspace):
     (workspace / "a.txt").write_text("alpha\n")
     fake.script(reply(tools=[("read_file", {"path": "a.txt"})]), reply("It says alpha."))
     sink = RecordingSink(Answers(files={str(workspace / "a.txt"): "alpha\n"}))
-    assert turn(HermesAdapter(), "what is in a.txt?", workspace, sink).reason == "end_turn"
+    first = turn(HermesAdapter(), "what is in a.txt?", workspace, sink)
+    (save,) = first.of_kind(TranscriptSaved)
+    assert (save.format, save.base) == ("hermes", True)
+    assert [m["role"] for m in save.messages] == ["user", "assistant", "tool", "assistant"]
+    assert not any(k.startswith("_") for m in save.messages for k in m), "Hermes' bookkeeping was saved"
 
+    kept = copy.deepcopy(save.messages)
     fake.script(reply("Yes."))
-    history = (Message("user", "what is in a.txt?"), Message("agent", "It says alpha."))
-    assert turn(HermesAdapter(), "sure?", workspace, history=history).reason == "end_turn"
+    cut_off = (Message("user", "and b.txt?"), Message("agent", "b says"))  # cancelled: never saved
+    second = turn(HermesAdapter(), "sure?", workspace, transcript=Transcript("hermes", save.messages, cut_off))
     messages = fake.chats[-1]["messages"]
     calls = [c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
     assert calls == ["call_0_read_file"]
     assert "alpha" in tool_results(fake.chats[-1])["call_0_read_file"]
-    assert [m["content"] for m in messages if m["role"] == "user"][-1] == "sure?"
+    assert [m["content"] for m in messages if m["role"] != "system"][-3:] == ["and b.txt?", "b says", "sure?"]
+    assert save.messages == kept, "Hermes changed the saved transcript it was given"
+    (appended,) = second.of_kind(TranscriptSaved)
+    assert not appended.base
+    assert [(m["role"], m["content"]) for m in appended.messages] == [
+        ("user", "and b.txt?"),
+        ("assistant", "b says"),
+        ("user", "sure?"),
+        ("assistant", "Yes."),
+    ]
 
 
-def test_hermes_keeps_only_copies_of_the_session_messages(fake, workspace):
-    adapter = HermesAdapter()
+def test_a_transcript_of_another_format_is_ignored_for_the_plain_history(fake, workspace):
+    fake.script(reply("Yes."))
+    history = (Message("user", "earlier"), Message("agent", "reply"))
+    other = Transcript("openai", ({"role": "user", "content": "not for hermes"},))
+    record = turn(HermesAdapter(), "now", workspace, history=history, transcript=other)
+    sent = [(m["role"], m["content"]) for m in fake.chats[-1]["messages"] if m["role"] != "system"]
+    assert sent == [("user", "earlier"), ("assistant", "reply"), ("user", "now")]
+    assert [s.base for s in record.of_kind(TranscriptSaved)] == [True]
+
+
+def test_hermes_writes_nothing_of_our_sessions_into_its_own_state_db(fake, workspace):
     fake.script(reply("one"))
-    turn(adapter, "first", workspace)
-    copy = adapter.messages("s1")
-    copy.clear()
-    assert [m["role"] for m in adapter.messages("s1")] == ["user", "assistant"]
+    turn(HermesAdapter(), "first", workspace)
+    state = Path(os.environ["HERMES_HOME"]) / "state.db"
+    if state.exists():
+        with sqlite3.connect(state) as db:
+            assert db.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+
+
+def test_a_server_killed_after_a_tool_call_continues_the_conversation_from_its_journal(fake, workspace, tmp_path):
+    (workspace / "a.txt").write_text("alpha\n")
+    fake.script(reply(tools=[("read_file", {"path": "a.txt"})]), reply("It says alpha."), reply("Yes."))
+    db = str(tmp_path / "journal.db")
+    server = StdioServer("--agent", "hermes", "--db", db)
+    try:
+        sid = server.start_session(str(workspace))
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "what is in a.txt?"}]}
+        assert (
+            server.response(server.request("session/prompt", prompt), timeout=90)["result"]["stopReason"] == "end_turn"
+        )
+    finally:
+        server.kill()  # SIGKILL: nothing is flushed on the way out
+    (workspace / "a.txt").write_text("changed on disk\n")  # what Hermes knows comes from the journal,
+    (Path(os.environ["HERMES_HOME"]) / "state.db").unlink(missing_ok=True)  # not from Hermes' own store
+    server = StdioServer("--agent", "hermes", "--db", db)
+    try:
+        server.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        server.call("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "sure?"}]}
+        assert (
+            server.response(server.request("session/prompt", prompt), timeout=90)["result"]["stopReason"] == "end_turn"
+        )
+    finally:
+        server.kill()
+    messages = fake.chats[-1]["messages"]
+    calls = [c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    assert calls == ["call_0_read_file"]
+    assert "alpha" in tool_results(fake.chats[-1])["call_0_read_file"]
+    assert [m["content"] for m in messages if m["role"] == "user"] == ["what is in a.txt?", "sure?"]
+
+
+MCP_SERVER = """
+import os
+from mcp.server.mcpserver import MCPServer
+
+with open(os.environ["NOTES_LOG"], "a") as log:  # one word per start: the test counts connections
+    log.write("started ")
+server = MCPServer("notes")
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    return a + b
+
+server.run()
+"""
+
+
+def test_editor_mcp_servers_hermes_cannot_use_are_logged_and_the_session_still_works(
+    fake, workspace, tmp_path, monkeypatch, caplog
+):
+    """Hermes 0.19's MCP client is written for mcp 1.x; with acp-server's mcp 2.x its tools
+    would have no parameter schemas and every call would fail, so they are not registered."""
+    started = tmp_path / "notes.log"
+    monkeypatch.setenv("NOTES_LOG", str(started))
+    (tmp_path / "notes.py").write_text(MCP_SERVER)
+    server = {"name": "notes", "command": sys.executable, "args": [str(tmp_path / "notes.py")], "env": []}
+    fake.script(reply("No tools needed."))
+    record = turn(HermesAdapter(), "hi", workspace, mcp_servers=(server,))
+    assert (record.reason, record.text) == ("end_turn", "No tools needed.")
+    offered = [t["function"]["name"] for t in fake.chats[0].get("tools") or []]
+    assert offered and not [name for name in offered if "notes" in name]
+    (warning,) = [r.getMessage() for r in caplog.records if "MCP servers" in r.getMessage()]
+    assert "['notes'] are not given to Hermes: Hermes' MCP client needs mcp 1.x" in warning
+    assert not started.exists(), "the MCP server was started for nothing"
 
 
 def test_clarify_asks_through_our_clarify_path(fake, workspace):

@@ -15,9 +15,9 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.base import AdapterCapabilities, AgentError, Health, Message, Sink, TurnCancelled, TurnInput
+from adapters.base import AdapterCapabilities, AgentError, Health, Sink, TurnCancelled, TurnInput
 from adapters.events import StopReason
-from adapters.hermes import setup
+from adapters.hermes import health, setup, transcript
 from adapters.hermes.reporting import Reporter
 from adapters.hermes.routing import Gate, attach, detach
 from adapters.hermes.setup import hermes
@@ -29,7 +29,6 @@ status_log = logging.getLogger("adapters.hermes.status")  # Hermes' own status l
 @dataclass(slots=True)
 class _Session:
     agent: Any  # run_agent.AIAgent
-    messages: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -50,7 +49,7 @@ class HermesAdapter:
         return AdapterCapabilities(streaming=True, embedded_context=True, mcp_http=True, cancel_latency=1.0)
 
     def health(self) -> Health:
-        return setup.health(self._model)
+        return health.health(self._model)
 
     def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
         session = self._session(turn)
@@ -71,12 +70,6 @@ class HermesAdapter:
                 hermes("tools.terminal_tool").clear_task_env_overrides(session_id)
                 hermes("tools.approval").clear_session(session_id)
 
-    def messages(self, session_id: str) -> list[dict[str, Any]]:
-        """A copy of Hermes' message list for the session (empty before its first turn)."""
-        with self._lock:
-            session = self._sessions.get(session_id)
-        return copy.deepcopy(session.messages) if session is not None else []
-
     # --- a turn --------------------------------------------------------------------------
 
     def _run(self, session: _Session, turn: TurnInput, sink: Sink) -> StopReason:
@@ -86,6 +79,7 @@ class HermesAdapter:
         _bind(agent, reporter, gate)
         agent.clear_interrupt()  # a cancel that came after the last run ended must not stop this one
         before = _tokens(agent)
+        history = transcript.conversation(turn)
         attach(turn.session_id, gate)
         try:
             result: dict[str, Any] = _in_context(
@@ -93,20 +87,19 @@ class HermesAdapter:
                 gate,
                 lambda: agent.run_conversation(
                     user_message=turn.text,
-                    conversation_history=copy.deepcopy(session.messages),  # Hermes mutates what it is given
+                    conversation_history=copy.deepcopy(history.messages),  # Hermes mutates what it is given
                     task_id=turn.session_id,
                 ),
             )
         finally:
             detach(turn.session_id, gate)
             _bind(agent, None, None)
-        if result.get("messages"):
-            session.messages = copy.deepcopy(result["messages"])
         if sink.cancelled or result.get("interrupted"):
-            return "cancelled"
+            return "cancelled"  # not saved: the journal hands this turn back as text (`since`)
         if result.get("failed") and not reporter.streamed:
             raise AgentError(str(result.get("error") or result.get("final_response") or "Hermes failed"))
         with suppress(TurnCancelled):
+            transcript.save(sink, history, result.get("messages"))
             final = result.get("final_response")
             if isinstance(final, str) and final and not reporter.streamed:
                 sink.text(final)
@@ -118,7 +111,7 @@ class HermesAdapter:
             session = self._sessions.get(turn.session_id)
         if session is not None:
             return session
-        session = _Session(self._build(turn), _restored(turn))
+        session = _Session(self._build(turn))
         with self._lock:
             return self._sessions.setdefault(turn.session_id, session)
 
@@ -134,6 +127,7 @@ class HermesAdapter:
         agent = hermes("run_agent").AIAgent(
             **setup.agent_kwargs(runtime, session_id=turn.session_id, mcp_names=mcp_names)
         )
+        setup.detach_state_db(agent, runtime.home)
         agent._print_fn = _status  # Hermes' human-readable output: our log, never stdout
         agent._environment_probe = False  # no toolchain probe lines in later system prompts
         agent.session_cwd = turn.cwd
@@ -141,9 +135,16 @@ class HermesAdapter:
 
 
 def _warm_up() -> None:
+    """Import Hermes and build one throw-away AIAgent: a process's first build also imports and
+    discovers Hermes' tools (0.8 s against 0.2 s for later ones), which the first prompt would
+    otherwise wait for. No network: building an AIAgent opens no connection."""
     with suppress(Exception):  # the first turn imports again and reports any real problem
         for module in ("run_agent", "model_tools", "hermes_cli.runtime_provider", "tools.terminal_tool"):
             hermes(module)
+        runtime = setup.resolve()
+        if runtime.model:
+            agent = hermes("run_agent").AIAgent(**setup.agent_kwargs(runtime, session_id="warm-up", mcp_names=()))
+            setup.detach_state_db(agent, runtime.home)
 
 
 def _bind(agent: Any, reporter: Reporter | None, gate: Gate | None) -> None:
@@ -174,26 +175,17 @@ def _in_context(session_id: str, gate: Gate, run: Any) -> dict[str, Any]:
         terminal.set_approval_callback(previous)
 
 
-def _restored(turn: TurnInput) -> list[dict[str, Any]]:
-    """A restarted server's session: Hermes' stored messages (tool calls, results, reasoning)
-    when its state.db has them, else the journal's text conversation."""
-    if not turn.history:
-        return []
-    with suppress(Exception):
-        store = setup.session_db(setup.load_environment())
-        stored: list[dict[str, Any]] = store.get_messages_as_conversation(turn.session_id)
-        if stored:
-            return stored
-    return [_as_hermes(m) for m in turn.history]
-
-
-def _as_hermes(message: Message) -> dict[str, Any]:
-    return {"role": "user" if message.role == "user" else "assistant", "content": message.text}
-
-
 def _register_mcp(servers: tuple[dict[str, Any], ...]) -> tuple[str, ...]:
     """The editor's MCP servers, registered with Hermes (process-wide: Hermes keeps one MCP
-    connection per server name for all sessions)."""
+    connection per server name for all sessions), when Hermes' MCP client can use the installed
+    `mcp`; otherwise none, said once in the log, and the session goes on without them."""
+    if not servers:
+        return ()
+    if (problem := setup.mcp_problem()) is not None:
+        log.warning(
+            "the editor's MCP servers %s are not given to Hermes: %s", [s.get("name") for s in servers], problem
+        )
+        return ()
     configs: dict[str, dict[str, Any]] = {}
     for server in servers:
         pairs: list[dict[str, Any]] = server.get("env") or server.get("headers") or []

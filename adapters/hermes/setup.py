@@ -1,27 +1,25 @@
 """Hermes' own configuration, found exactly as `hermes acp` finds it: `HERMES_HOME` (default
 `~/.hermes`), its `.env` and `config.yaml`, and Hermes' runtime-provider resolution. Builds the
-keyword arguments of one `AIAgent` and answers `health()`. Imports Hermes lazily (about 1 s).
+keyword arguments of one `AIAgent`. Imports Hermes lazily (seconds); `health.py` does not.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Health
-
 log = logging.getLogger(__name__)
 
-HEALTH_TIMEOUT = 1.0
 BASE_TOOLSETS = ("hermes-acp", "clarify")  # hermes acp's tool surface, plus clarify (we can ask)
 _env_lock = threading.Lock()
 _env_loaded: set[str] = set()
+_recall: dict[str, Any] = {}  # HERMES_HOME -> a read-only SessionDB, or None without a state.db
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +92,9 @@ def resolve(model_override: str | None = None) -> Runtime:
 
 
 def agent_kwargs(runtime: Runtime, *, session_id: str, mcp_names: tuple[str, ...]) -> dict[str, Any]:
-    """AIAgent's constructor arguments: quiet, no tool delay, our toolsets, Hermes' session store."""
-    toolsets = [*BASE_TOOLSETS, *(f"mcp-{name}" for name in (*runtime.config_mcp, *mcp_names))]
+    """AIAgent's constructor arguments: quiet, no tool delay, our toolsets, no session store."""
+    configured = runtime.config_mcp if mcp_problem() is None else ()
+    toolsets = [*BASE_TOOLSETS, *(f"mcp-{name}" for name in (*configured, *mcp_names))]
     return {
         "platform": "acp",
         "model": runtime.model,
@@ -110,48 +109,35 @@ def agent_kwargs(runtime: Runtime, *, session_id: str, mcp_names: tuple[str, ...
         "tool_progress_mode": "off",
         "tool_delay": 0.0,
         "session_id": session_id,
-        "session_db": session_db(runtime.home),
+        "session_db": None,  # our journal keeps the conversation; see `detach_state_db`
     }
 
 
-def session_db(home: str) -> Any:
-    """Hermes' session store in `home` (named: Hermes fixes its default path at import)."""
-    return hermes("hermes_state").SessionDB(db_path=Path(home) / "state.db")
-
-
-def health(model_override: str | None = None) -> Health:
-    """Hermes' configuration, provider, model, and whether GET {base_url}/models answers."""
+@functools.cache
+def mcp_problem() -> str | None:
+    """Why Hermes' MCP client cannot work here, or None. Hermes 0.19 is written against `mcp`
+    1.x (it pins 1.26); with 2.x (acp-server's own MCP client needs it) its tools lose their
+    parameter schemas and every call fails on renamed result fields."""
     try:
-        runtime = resolve(model_override)
-    except Exception as exc:
-        return Health(False, str(exc) or type(exc).__name__, {})
-    shown = {
-        "HERMES_HOME": (runtime.home, "HERMES_HOME or the default"),
-        "provider": (runtime.provider or "(none)", runtime.source),
-        "model": (runtime.model or "(none)", "config.yaml model.default" if not model_override else "--model"),
-        "endpoint": (runtime.base_url or "(none)", runtime.source),
-        "api key": ("set" if runtime.api_key else "not set", runtime.source),
-    }
-    if not runtime.model:
-        return Health(False, f"no model in {runtime.home}/config.yaml (model.default); run `hermes model`", shown)
-    if not runtime.base_url or not runtime.base_url.startswith(("http://", "https://")):
-        return Health(True, f"provider {runtime.provider} (no HTTP endpoint to check)", shown)
-    return Health(*_probe(runtime), shown)
+        installed = metadata.version("mcp")
+    except metadata.PackageNotFoundError:
+        return "the mcp package is not installed"
+    if installed.split(".")[0] != "1":
+        return f"Hermes' MCP client needs mcp 1.x; mcp {installed} is installed (acp-server needs 2.x)"
+    return None
 
 
-def _probe(runtime: Runtime) -> tuple[bool, str]:
-    url = runtime.base_url.rstrip("/") + "/models"  # type: ignore[union-attr]  # checked by the caller
-    request = urllib.request.Request(url)  # noqa: S310 - the user's configured endpoint, http(s) only
-    if runtime.api_key:
-        request.add_header("Authorization", f"Bearer {runtime.api_key}")
-    try:
-        with urllib.request.urlopen(request, timeout=HEALTH_TIMEOUT) as answer:  # noqa: S310
-            status = answer.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
-    except (OSError, ValueError) as exc:
-        return False, f"{runtime.base_url} does not answer: {exc}"
-    if status in (401, 403):
-        return False, f"{runtime.base_url} refused the API key (HTTP {status})"
-    note = "" if runtime.context_length else "; set model.context_length to skip Hermes' context-length probes"
-    return True, f"{runtime.base_url} answered (HTTP {status}); model {runtime.model}{note}"
+def detach_state_db(agent: Any, home: str) -> None:
+    """Hermes writes no acp-server session into HERMES_HOME/state.db: `_persist_disabled` is
+    Hermes' own hard stop for every state.db write and lazy open (its review forks use it).
+    `session_search` still reads the user's other Hermes sessions, read-only."""
+    agent._persist_disabled = True
+    agent._get_session_db_for_recall = lambda: _recall_db(home)
+
+
+def _recall_db(home: str) -> Any:
+    path = Path(home) / "state.db"
+    with _env_lock:
+        if home not in _recall:
+            _recall[home] = hermes("hermes_state").SessionDB(db_path=path, read_only=True) if path.exists() else None
+        return _recall[home]
