@@ -256,6 +256,15 @@ class RuntimeAdapter(Protocol):
     def cancel(self, session_id: str) -> None: ...
 
 
+def open_session(adapter: RuntimeAdapter, ready: TurnInput) -> None:
+    """Tell the adapter a session was created, loaded or resumed, so it can get ready (build its
+    agent, connect) while the editor sets up instead of in the first prompt; `ready` carries the
+    session's settings and no prompt. Adapters opt in by defining `open_session(ready)`."""
+    hook = getattr(adapter, "open_session", None)
+    if callable(hook):
+        hook(ready)
+
+
 def close_session(adapter: RuntimeAdapter, session_id: str) -> None:
     """Tell the adapter a session ended (closed, deleted, or the server is stopping), so it can
     free what it keeps per session; adapters opt in by defining `close_session(session_id)`."""

@@ -24,7 +24,7 @@ from fake_openai import FakeOpenAI, reply
 from hermes_home import make_home
 from stdio_server import StdioServer
 
-from adapters.base import CommandResult, Message, PermissionDecision, Transcript
+from adapters.base import CommandResult, Message, PermissionDecision, Transcript, TurnInput
 from adapters.events import (
     DiffContent,
     PlanEntry,
@@ -348,3 +348,23 @@ def test_without_the_extra_the_server_fails_at_start_with_one_line_saying_what_t
     assert done.returncode == 2 and done.stdout == ""
     message = done.stderr.strip().splitlines()[-1]
     assert "hermes-agent" in message and "pip install 'acp-server[hermes]'" in message, done.stderr
+
+
+def test_open_session_builds_the_agent_once_and_the_first_prompt_uses_it(fake, workspace, monkeypatch):
+    adapter = HermesAdapter(warm=False)
+    builds: list[str] = []
+    build = adapter._build
+
+    def counting(turn_input):
+        builds.append(turn_input.session_id)
+        return build(turn_input)
+
+    monkeypatch.setattr(adapter, "_build", counting)
+    fake.script(reply("ready"))
+    ready = TurnInput("s1", str(workspace), ())
+    opener = threading.Thread(target=adapter.open_session, args=(ready,))
+    opener.start()  # the prompt may arrive while the session is still being prepared
+    record = turn(adapter, "hi", workspace)
+    opener.join(30)
+    assert record.text == "ready"
+    assert builds == ["s1"]

@@ -62,7 +62,7 @@ from acp_server.rpc.errors import (
 from acp_server.rpc.peer import Peer
 from acp_server.turns.replay import iso, replay_updates
 from acp_server.turns.services import ClientCapabilities
-from adapters.base import AdapterCapabilities, RuntimeAdapter, close_session
+from adapters.base import AdapterCapabilities, RuntimeAdapter, TurnInput, close_session, open_session
 from journal.redact import redact_text
 from journal.states import RunState
 from journal.store import Journal
@@ -199,6 +199,7 @@ class AcpAgent:
             additional_directories=tuple(request.additional_directories or ()),
         )
         self._announce_commands(session.id)
+        self._open(session)
         return NewSessionResult(
             session_id=session.id,
             modes=modes_state(session.mode),
@@ -272,10 +273,12 @@ class AcpAgent:
         async for update in replay_updates(records, interrupted):
             await self.notify_update(session.id, update)
         self._announce_commands(session.id)
+        self._open(session)
         return self._session_state(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         session = await self._reattach(parse(LoadSessionParams, params))
+        self._open(session)
         return self._session_state(session)
 
     async def _reattach(self, request: LoadSessionParams) -> Session:
@@ -330,6 +333,27 @@ class AcpAgent:
         request = parse(SessionParams, params)
         self._release(await self.sessions.delete(request.session_id))
         return EmptyResult().wire()
+
+    def _open(self, session: Session) -> None:
+        """Let the adapter get the session ready in a worker thread, without delaying the answer."""
+        ready = TurnInput(
+            session.id,
+            session.cwd,
+            (),
+            mcp_servers=session.mcp_servers,
+            additional_directories=session.additional_directories,
+        )
+
+        async def open_() -> None:
+            try:
+                await anyio.to_thread.run_sync(open_session, self.adapter, ready, abandon_on_cancel=True)
+            except Exception:  # a hook's failure is the first prompt's to report, not the session's
+                log.warning("the adapter could not get session %s ready", session.id, exc_info=True)
+
+        try:
+            self.peer.spawn(open_)
+        except PeerClosedError:
+            log.info("the client left before session %s was opened", session.id)
 
     def _release(self, session: Session | None) -> None:
         """Once the session's last turn has wound down, the adapter may free what it keeps."""

@@ -41,6 +41,7 @@ class HermesAdapter:
         self._model = model
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
+        self._building: dict[str, threading.Lock] = {}  # one build per session, however many ask
         if warm:
             # Importing Hermes takes seconds; do it while the editor sets up, not in the first prompt.
             threading.Thread(target=_warm_up, name="hermes-import", daemon=True).start()
@@ -62,9 +63,17 @@ class HermesAdapter:
         if session is not None:
             session.agent.interrupt("cancelled in the editor")
 
+    def open_session(self, ready: TurnInput) -> None:
+        """Build the session's AIAgent while the editor sets up, so the first prompt starts at once."""
+        try:
+            self._session(ready)
+        except AgentError as exc:  # no model configured, say: the first prompt reports it
+            log.info("hermes session %s not prepared: %s", ready.session_id, exc)
+
     def close_session(self, session_id: str) -> None:
         with self._lock:
             session = self._sessions.pop(session_id, None)
+            self._building.pop(session_id, None)
         if session is not None:
             with suppress(Exception):  # best effort: the session is gone either way
                 hermes("tools.terminal_tool").clear_task_env_overrides(session_id)
@@ -109,11 +118,17 @@ class HermesAdapter:
     def _session(self, turn: TurnInput) -> _Session:
         with self._lock:
             session = self._sessions.get(turn.session_id)
-        if session is not None:
-            return session
-        session = _Session(self._build(turn))
-        with self._lock:
-            return self._sessions.setdefault(turn.session_id, session)
+            if session is not None:
+                return session
+            building = self._building.setdefault(turn.session_id, threading.Lock())
+        with building:  # a prompt that arrives while open_session builds waits for that build
+            with self._lock:
+                session = self._sessions.get(turn.session_id)
+            if session is None:
+                session = _Session(self._build(turn))
+                with self._lock:
+                    self._sessions[turn.session_id] = session
+        return session
 
     def _build(self, turn: TurnInput) -> Any:
         try:
