@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from acp_server.haui.envelope import MAX_BLOCKS, MAX_BODY_BYTES, Envelope, number_blocks
+from acp_server.haui.envelope import MAX_BLOCKS, MAX_BODY_BYTES, Envelope, close_truncated, number_blocks
 from acp_server.haui.envelope import read_envelope as _read_haui
 from acp_server.haui.text import as_dict, as_list
 
@@ -33,7 +33,10 @@ def _components(body: str) -> list[dict[str, Any]] | None:
         try:
             message = json.loads(line)
         except ValueError:
-            continue
+            try:  # a reply that ended inside the fence cuts its last line
+                message = json.loads(close_truncated(line))
+            except ValueError:
+                continue
         parsed_any = True
         message = as_dict(message) or {}
         for key in ("updateComponents", "surfaceUpdate"):  # v0.9, and v0.8's name for it
