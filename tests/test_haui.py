@@ -160,7 +160,8 @@ def test_a_vivid_surface_with_a_cycle_and_thousands_of_nodes_is_walked_once_up_t
     cut = json.dumps({"updateComponents": {"surfaceId": "s", "components": components}})[:32_000]
     shown = render_reply(fence(cut, "vivid"))  # cut inside the root's children: no stat arrived
     assert shown.startswith("_(shown as text)_ n0 · n1 · ") and "{" not in shown
-    small = json.dumps({"updateComponents": {"surfaceId": "s", "components": components[:300]}})
+    root = {"id": "root", "component": "Column", "children": [f"n{i}" for i in range(299)] + ["root"]}
+    small = json.dumps({"updateComponents": {"surfaceId": "s", "components": [root, *components[1:300]]}})
     drawn = render_reply(fence(small, "vivid"))
     assert drawn.startswith("**s0** 0 · **s1** 1") and "**s15** 15" in drawn and "**s16**" not in drawn
     assert drawn.endswith("_(183 more blocks not shown)_\n")  # 200 nodes: the root and 199 stats
