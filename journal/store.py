@@ -311,9 +311,10 @@ class Journal:
     async def append(self, envelope: Envelope, *, durable: bool = False) -> None:
         """Queue one event (redacted) for the next group commit.
 
-        Returns at once unless `durable` or the event is durable by `journal.durability`
-        (a prompt, a tool start or dispatch, a permission, the run's end): those return only
-        once committed, and raise if the database refused them.
+        With `durable` (the server's every append: it writes the event to the editor next),
+        or for an event durable by `journal.durability` (a prompt, a tool start or dispatch, a
+        permission, the run's end), returns only once committed, and raises if the database
+        refused it; otherwise at once, the batch being committed within `writer.WINDOW`.
         """
         self._check_open()
         kind, payload = encode_event(envelope.event)
@@ -361,10 +362,10 @@ class Journal:
 
     async def _commit_batch(self, items: list[PendingEvent]) -> dict[int, Exception]:
         try:
-            return await self._write.transaction(lambda conn: write_batch(conn, items))
+            return await self._write.run(lambda conn: write_batch(conn, items))
         except sqlite3.IntegrityError:
             # A duplicate (run_id, seq) in the batch: redo it row by row so only that one fails.
-            return await self._write.transaction(lambda conn: write_batch(conn, items, one_by_one=True))
+            return await self._write.run(lambda conn: write_batch(conn, items, one_by_one=True))
 
     async def _sync(self) -> None:
         """Wait for queued events before reading; a failed batch was already logged."""

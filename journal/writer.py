@@ -3,7 +3,8 @@
 `GroupCommitter` owns the queue and the background task (started by the journal, joined in
 its `close`); a batch is committed when it reaches `BATCH_SIZE`, when someone waits for it
 (a durable append, a flush) or `WINDOW` seconds after its first event, whichever comes first.
-`write_batch` is the batch's SQL, run inside the journal's write transaction.
+The server waits for every event, so its batches are what queued during the previous commit.
+`write_batch` is the batch's SQL, run on the write connection's thread inside its transaction.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
-
-import aiosqlite
 
 from journal.errors import JournalClosedError
 
@@ -155,30 +154,32 @@ _INSERT = """INSERT INTO events (run_id, seq, session_id, run_no, type, created_
 SELECT ?, ?, session_id, seq_no, ?, ?, ?, ? FROM runs WHERE id = ? AND session_id = ?"""
 
 
-async def write_batch(
-    conn: aiosqlite.Connection, items: list[PendingEvent], *, one_by_one: bool = False
+def write_batch(
+    conn: sqlite3.Connection, items: list[PendingEvent], *, one_by_one: bool = False
 ) -> dict[int, Exception]:
     """Insert the batch and keep runs.last_seq / sessions.updated_at current; returns refusals.
 
-    Raises sqlite3.IntegrityError on a duplicate (run_id, seq) unless `one_by_one`, which
-    the caller then uses (in a fresh transaction) so only the duplicate is refused.
+    Synchronous, on the write connection's thread, inside the caller's transaction (one trip
+    from the loop per batch). Raises sqlite3.IntegrityError on a duplicate (run_id, seq) unless
+    `one_by_one`, which the caller then uses (in a fresh transaction) so only the duplicate is
+    refused.
     """
     params = [
         (i.run_id, i.seq, i.type, i.created_at, int(i.terminal), i.payload, i.run_id, i.session_id) for i in items
     ]
     if one_by_one:
-        failures = await _insert_each(conn, params)
+        failures = _insert_each(conn, params)
     else:
-        cursor = await conn.executemany(_INSERT, params)
-        failures = {} if cursor.rowcount == len(items) else await _unknown_runs(conn, items)
-    await _touch_parents(conn, [item for n, item in enumerate(items) if n not in failures])
+        cursor = conn.executemany(_INSERT, params)
+        failures = {} if cursor.rowcount == len(items) else _unknown_runs(conn, items)
+    _touch_parents(conn, [item for n, item in enumerate(items) if n not in failures])
     return failures
 
 
-async def _unknown_runs(conn: aiosqlite.Connection, items: list[PendingEvent]) -> dict[int, Exception]:
+def _unknown_runs(conn: sqlite3.Connection, items: list[PendingEvent]) -> dict[int, Exception]:
     run_ids = sorted({item.run_id for item in items})
     marks = ",".join("?" * len(run_ids))
-    rows = await conn.execute_fetchall(f"SELECT id, session_id FROM runs WHERE id IN ({marks})", run_ids)  # noqa: S608
+    rows = conn.execute(f"SELECT id, session_id FROM runs WHERE id IN ({marks})", run_ids).fetchall()  # noqa: S608
     known = {(row[0], row[1]) for row in rows}
     return {
         index: LookupError(f"no run {item.run_id!r} in session {item.session_id!r}")
@@ -187,11 +188,11 @@ async def _unknown_runs(conn: aiosqlite.Connection, items: list[PendingEvent]) -
     }
 
 
-async def _insert_each(conn: aiosqlite.Connection, params: list[tuple[Any, ...]]) -> dict[int, Exception]:
+def _insert_each(conn: sqlite3.Connection, params: list[tuple[Any, ...]]) -> dict[int, Exception]:
     failures: dict[int, Exception] = {}
     for index, row in enumerate(params):
         try:
-            cursor = await conn.execute(_INSERT, row)
+            cursor = conn.execute(_INSERT, row)
         except sqlite3.IntegrityError:
             failures[index] = ValueError(f"event {row[0]}:{row[1]} is already stored")
             continue
@@ -200,17 +201,17 @@ async def _insert_each(conn: aiosqlite.Connection, params: list[tuple[Any, ...]]
     return failures
 
 
-async def _touch_parents(conn: aiosqlite.Connection, items: list[PendingEvent]) -> None:
+def _touch_parents(conn: sqlite3.Connection, items: list[PendingEvent]) -> None:
     last_seq: dict[str, int] = {}
     touched: dict[str, float] = {}
     for item in items:
         last_seq[item.run_id] = max(item.seq, last_seq.get(item.run_id, item.seq))
         touched[item.session_id] = max(item.created_at, touched.get(item.session_id, item.created_at))
-    await conn.executemany(
+    conn.executemany(
         "UPDATE runs SET last_seq = max(coalesce(last_seq, ?), ?) WHERE id = ?",
         [(seq, seq, run_id) for run_id, seq in last_seq.items()],
     )
-    await conn.executemany(
+    conn.executemany(
         "UPDATE sessions SET updated_at = max(updated_at, ?) WHERE id = ?",
         [(stamp, session_id) for session_id, stamp in touched.items()],
     )

@@ -1,4 +1,4 @@
-"""Real processes on one real database: a SIGKILL mid-turn loses nothing that was committed,
+"""Real processes on one real database: a SIGKILL mid-turn loses nothing the editor was shown,
 replays honestly as interrupted, and two servers share a journal without locking errors."""
 
 from __future__ import annotations
@@ -167,3 +167,100 @@ def test_repeated_sigkills_never_lose_integrity_and_never_rerun_a_dispatched_too
         after = effects.read_text().splitlines() if effects.exists() else []
         assert after == ran_before_restart, "a tool ran again after the restart"
         effects.unlink(missing_ok=True)
+
+
+# A fast stream, 10 words at a time with pauses short enough that a group-commit window (the old
+# policy) always held text the editor had already shown; then a question the test never answers,
+# so that the kill lands mid-turn however far the server runs ahead of the test's reading.
+STREAM_WORDS = [f"s{i} " for i in range(3000)]
+STREAM_SCRIPT = {
+    "scenarios": [
+        {
+            "match": "stream",
+            "steps": [
+                *(
+                    step
+                    for n, word in enumerate(STREAM_WORDS)
+                    for step in ([{"say": word}, {"sleep": 0.005}] if n % 10 == 9 else [{"say": word}])
+                ),
+                {"ask_user": "Go on?", "choices": ["yes", "no"]},
+            ],
+        },
+        {"match": "", "steps": [{"say": "ok"}]},
+    ]
+}
+
+
+def shown_text(frames: list[dict]) -> str:
+    return "".join(
+        f["params"]["update"]["content"]["text"]
+        for f in frames
+        if f.get("method") == "session/update" and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    )
+
+
+def read_to_the_end(srv: StdioServer) -> list[dict]:
+    """What a killed server had written: every frame still in the pipe (a line the kill cut
+    short is no frame, and an editor shows nothing of it)."""
+    frames = []
+    while True:
+        try:
+            frame = srv.next_frame()
+        except (AssertionError, json.JSONDecodeError):
+            assert srv.next_frame() is None, "only the last line can be cut short"
+            return frames
+        if frame is None:
+            return frames
+        frames.append(frame)
+
+
+def test_after_a_sigkill_mid_stream_a_reload_shows_all_the_editor_was_shown(tmp_path):
+    import random
+
+    rng = random.Random(int(os.environ.get("ACP_CRASH_SEED", "7")))
+    script = tmp_path / "stream.json"
+    script.write_text(json.dumps(STREAM_SCRIPT))
+    db = tmp_path / "journal.db"
+    full = "".join(STREAM_WORDS)
+
+    def server() -> StdioServer:
+        return StdioServer("--agent", "scripted", "--script", str(script), "--db", str(db), cwd=str(tmp_path))
+
+    for _ in range(KILLS):
+        srv = server()
+        try:
+            sid = srv.start_session(str(tmp_path))
+            prompt = srv.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "stream"}]})
+            kill_at = rng.randint(1, len(full))  # chars shown before the kill
+            frames: list[dict] = []
+            while len(shown_text(frames)) < kill_at:
+                frame = srv.next_frame()
+                assert frame is not None and frame.get("id") != prompt, "the turn ended before the kill"
+                frames.append(frame)
+        finally:
+            srv.kill()
+        shown = shown_text(frames + read_to_the_end(srv))
+        assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+        srv = server()
+        try:
+            srv.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            loaded = srv.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+            replay = []
+            while (frame := srv.next_frame()).get("id") != loaded:
+                replay.append(frame)
+        finally:
+            srv.close_stdin()
+            srv.wait()
+            srv.kill()
+        *reply, notice = [
+            f["params"]["update"]["content"]["text"]
+            for f in replay
+            if f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        ]
+        replayed = "".join(reply)
+        assert "interrupted" in notice
+        assert replayed.startswith(shown), (
+            f"the editor was shown {len(shown)} chars, a reload shows {len(replayed)} (killed at {kill_at})"
+        )
+        assert full.startswith(replayed)

@@ -190,9 +190,9 @@ class Prompts:
         """Every runtime event of every turn passes here, in order: journal, then the wire."""
         event = envelope.event
         if self.journal is not None:
-            # Waits for durable events (journal.durability): a tool must not run before its
-            # dispatched record is committed.
-            await self.journal.append(envelope)
+            # Committed before the editor sees it: a crash never takes back what was shown, and
+            # a tool never runs before its dispatched record is stored.
+            await self.journal.append(envelope, durable=True)
             if isinstance(event, TitleChanged):
                 await self.journal.update_session(envelope.session_id, title=event.title)
         update = to_update(event)

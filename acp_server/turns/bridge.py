@@ -79,6 +79,19 @@ class Finished:
 Item = RuntimeEvent | Ask | Finished
 
 
+@dataclass(slots=True)
+class _Deltas:
+    """Consecutive deltas of one kind waiting in the buffer, joined once when the loop takes them
+    (appending a part per delta, not copying the text so far, keeps merging linear)."""
+
+    delta: type[TextDelta] | type[ThoughtDelta]
+    parts: list[str]
+    size: int
+
+    def event(self) -> TextDelta | ThoughtDelta:
+        return self.delta("".join(self.parts))
+
+
 class ThreadSink:
     """The `Sink` a worker thread holds; also the loop's end of the buffer."""
 
@@ -86,7 +99,7 @@ class ThreadSink:
         self._loop = asyncio.get_running_loop()
         self._services = services
         self._capacity = capacity
-        self._buffer: deque[Item] = deque()
+        self._buffer: deque[Item | _Deltas] = deque()
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)
         self._parked = False
@@ -114,16 +127,15 @@ class ThreadSink:
             while len(self._buffer) >= self._capacity and not self._cancel_event.is_set():
                 self._not_full.wait()
             self.check_cancelled()
-            last = self._buffer[-1] if self._buffer else None
-            if (
-                isinstance(item, TextDelta | ThoughtDelta)
-                and isinstance(last, TextDelta | ThoughtDelta)
-                and type(last) is type(item)
-                and len(last.text) < MERGE_LIMIT
-            ):
-                self._buffer[-1] = replace(item, text=last.text + item.text)
-                return
-            self._buffer.append(item)
+            if isinstance(item, TextDelta | ThoughtDelta):
+                last = self._buffer[-1] if self._buffer else None
+                if isinstance(last, _Deltas) and last.delta is type(item) and last.size < MERGE_LIMIT:
+                    last.parts.append(item.text)
+                    last.size += len(item.text)
+                    return
+                self._buffer.append(_Deltas(type(item), [item.text], len(item.text)))
+            else:
+                self._buffer.append(item)
             wake, self._parked = self._parked, False
         if wake:
             self._loop.call_soon_threadsafe(self._wake.set)
@@ -262,7 +274,7 @@ class ThreadSink:
         while True:
             with self._lock:
                 if self._buffer:
-                    items = list(self._buffer)
+                    items = [item.event() if isinstance(item, _Deltas) else item for item in self._buffer]
                     self._buffer.clear()
                     self._not_full.notify_all()
                     return items
