@@ -88,11 +88,12 @@ class ReplyFilter:
         return self._emit_line_part(self._line[self._sent :])
 
     def _emit_line_part(self, text: str) -> str:
-        if self._sent == 0 and self._gap and self._fence is None:
+        lead = ""
+        if self._sent == 0 and self._gap:
             self._gap = False
-            text = "\n" + text if text.strip() else text
+            lead = "\n" if text.strip() else ""  # a line right after a table would join it
         self._sent += len(text)
-        return text
+        return lead + text
 
     def _complete(self, line: str) -> str:
         """A finished line (or the last one, unterminated)."""
@@ -122,7 +123,7 @@ class ReplyFilter:
 
     def _rest_of(self, line: str) -> str:
         rest = line[self._sent :]
-        if self._sent == 0 and self._gap and self._fence is None and not line.strip():
+        if self._sent == 0 and self._gap and not line.strip():
             self._gap = False  # the line is blank: it is the gap
         return self._emit_line_part(rest) if rest else ""
 
