@@ -27,12 +27,22 @@ def fence_kind(info: str) -> str | None:
     return None
 
 
-def render_fence(kind: str, fence_body: str) -> str | None:
-    """The Markdown for a held fence, or None when it is an ordinary ```json fence (kept as is)."""
-    if kind == "json" and not names_schema(fence_body):
+def render_fence(kind: str, fence_body: str, *, cut: bool = False) -> str | None:
+    """The Markdown for a held fence, or None when it is an ordinary ```json fence (kept as is).
+    A `cut` fence (the reply ended inside it) that may still have been naming the schema counts."""
+    if kind == "json" and not (names_schema(fence_body) or (cut and _starts_naming_schema(fence_body))):
         return None
     envelope = read_vivid(fence_body) if kind == VIVID_FENCE else read_envelope(fence_body)
     return render_envelope(envelope)
+
+
+def _starts_naming_schema(fence_body: str) -> bool:
+    compact = "".join(fence_body.split()).translate(_QUOTES)
+    return bool(compact) and (_NAMED.startswith(compact) or compact.startswith(_NAMED))
+
+
+_NAMED = '{"schema":"hermes.adaptive-ui'
+_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"'})
 
 
 def render_envelope(envelope: Envelope) -> str:

@@ -130,7 +130,7 @@ class ReplyFilter:
     def _draw(self, fence: _Fence, *, closer: str) -> str:
         assert fence.kind is not None
         body = "".join(fence.lines)
-        markdown = render_fence(fence.kind, body)
+        markdown = render_fence(fence.kind, body, cut=not closer)
         if markdown is None:  # an ordinary ```json fence after all: as the model wrote it
             return fence.opener + body + closer
         if not markdown:
