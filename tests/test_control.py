@@ -149,7 +149,10 @@ async def test_modes_are_offered_changed_announced_and_remembered_across_a_resta
             {"sessionUpdate": "current_mode_update", "currentModeId": "read-only"},
             {
                 "sessionUpdate": "config_option_update",
-                "configOptions": [{**created["configOptions"][0], "currentValue": "read-only"}],
+                "configOptions": [
+                    {**created["configOptions"][0], "currentValue": "read-only"},
+                    *created["configOptions"][1:],
+                ],
             },
         ]
         result = await editor.request(

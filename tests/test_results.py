@@ -81,6 +81,20 @@ def mode_option(current: str) -> dict:
     }
 
 
+def haui_option(current: str) -> dict:
+    return {
+        "id": "haui",
+        "name": "Rich replies",
+        "type": "select",
+        "description": "Draw the agent's HAUI blocks (stats, tables, charts) as Markdown; off shows them as written.",
+        "currentValue": current,
+        "options": [
+            {"value": "on", "name": "On", "description": "Blocks drawn as tables, lists and quotes"},
+            {"value": "off", "name": "Off", "description": "Fences passed through untouched"},
+        ],
+    }
+
+
 async def test_initialize_answers_the_whole_capability_object_with_a_journal(tmp_path):
     async with durable(tmp_path / "j.db", ScriptedAdapter.from_data(SCRIPT)) as editor:
         assert await editor.initialize() == {
@@ -133,6 +147,7 @@ async def test_empty_descriptions_categories_and_hints_are_left_out_of_options_a
                         {"value": "slow", "name": "Slow", "description": "Careful"},
                     ],
                 },
+                haui_option("on"),  # the server's own switch, after the agent's options
             ],
         }
         sid = created["sessionId"]

@@ -61,6 +61,7 @@ from acp_server.rpc.errors import (
 )
 from acp_server.rpc.peer import Peer
 from acp_server.turns.replay import iso, replay_updates
+from acp_server.turns.rich import haui_on
 from acp_server.turns.services import ClientCapabilities
 from adapters.base import AdapterCapabilities, RuntimeAdapter, TurnInput, close_session, open_session
 from journal.redact import redact_text
@@ -203,14 +204,14 @@ class AcpAgent:
         return NewSessionResult(
             session_id=session.id,
             modes=modes_state(session.mode),
-            config_options=config_options(self.capabilities, session.mode, session.config),
+            config_options=config_options(self.capabilities, session.mode, session.config, haui=self.options.haui),
         ).wire()
 
     def _session_state(self, session: Session) -> dict[str, Any]:
         """`modes` and `configOptions`, as session/load and session/resume answer them."""
         return SessionStateResult(
             modes=modes_state(session.mode),
-            config_options=config_options(self.capabilities, session.mode, session.config),
+            config_options=config_options(self.capabilities, session.mode, session.config, haui=self.options.haui),
         ).wire()
 
     def _announce_commands(self, session_id: str) -> None:
@@ -242,7 +243,7 @@ class AcpAgent:
             session.config[request.config_id] = value
             await self.sessions.save(session, config=dict(session.config))
         return SetConfigOptionResult(
-            config_options=config_options(self.capabilities, session.mode, session.config)
+            config_options=config_options(self.capabilities, session.mode, session.config, haui=self.options.haui)
         ).wire()
 
     async def _set_mode(self, session: Session, mode: str, *, announce_options: bool = True) -> None:
@@ -251,7 +252,7 @@ class AcpAgent:
         await self.sessions.save(session, mode=mode)
         await self.notify_update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
         if announce_options:
-            options = config_options(self.capabilities, session.mode, session.config)
+            options = config_options(self.capabilities, session.mode, session.config, haui=self.options.haui)
             await self.notify_update(
                 session.id,
                 {"sessionUpdate": "config_option_update", "configOptions": [option.wire() for option in options]},
@@ -270,7 +271,8 @@ class AcpAgent:
             return run.ended_at if run.ended_at is not None else True
 
         records = self.journal.events(session.id)
-        async for update in replay_updates(records, interrupted):
+        rich = haui_on(session.config, self.options.haui)  # the session's switch as it is now (README)
+        async for update in replay_updates(records, interrupted, rich=rich):
             await self.notify_update(session.id, update)
         self._announce_commands(session.id)
         self._open(session)

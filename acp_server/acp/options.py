@@ -2,7 +2,8 @@
 
 The mode is the server's own permission mode, offered both as ACP modes and as a `mode`
 config option (the protocol is moving from the first to the second; both stay in sync). Every
-other option is one the adapter declared; values are checked against its choices.
+other option is one the adapter declared; values are checked against its choices, except
+`haui`, the server's own switch for drawing HAUI reply blocks (default: `--haui`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from acp_server.protocol.models import SessionConfigChoice, SessionConfigOption, SessionMode, SessionModeState
 from acp_server.rpc.errors import FieldProblem, RpcError, invalid_params
 from acp_server.turns.policy import DEFAULT_MODE, MODE_IDS, MODES
+from acp_server.turns.rich import HAUI_OPTION, HAUI_VALUES, haui_on
 from adapters.base import AdapterCapabilities, ConfigOption
 
 MODE_OPTION = "mode"
@@ -38,8 +40,23 @@ def _select(option: ConfigOption, current: str) -> SessionConfigOption:
     )
 
 
-def config_options(caps: AdapterCapabilities, mode: str | None, values: dict[str, Any]) -> list[SessionConfigOption]:
-    """The complete list, in the order clients should show it: the mode first."""
+def haui_option(values: dict[str, Any], *, default: bool) -> SessionConfigOption:
+    return SessionConfigOption(
+        id=HAUI_OPTION,
+        name="Rich replies",
+        description="Draw the agent's HAUI blocks (stats, tables, charts) as Markdown; off shows them as written.",
+        current_value="on" if haui_on(values, default) else "off",
+        options=[
+            SessionConfigChoice(value="on", name="On", description="Blocks drawn as tables, lists and quotes"),
+            SessionConfigChoice(value="off", name="Off", description="Fences passed through untouched"),
+        ],
+    )
+
+
+def config_options(
+    caps: AdapterCapabilities, mode: str | None, values: dict[str, Any], *, haui: bool = True
+) -> list[SessionConfigOption]:
+    """The complete list, in the order clients should show it: the mode first, `haui` last."""
     described = SessionConfigOption(
         id=MODE_OPTION,
         name="Mode",
@@ -48,7 +65,8 @@ def config_options(caps: AdapterCapabilities, mode: str | None, values: dict[str
         current_value=mode or DEFAULT_MODE,
         options=[SessionConfigChoice(value=m.id, name=m.name, description=m.description) for m in MODES],
     )
-    return [described, *(_select(o, str(values.get(o.id, o.default))) for o in caps.config_options)]
+    adapters = [_select(o, str(values.get(o.id, o.default))) for o in caps.config_options if o.id != HAUI_OPTION]
+    return [described, *adapters, haui_option(values, default=haui)]
 
 
 def effective_config(caps: AdapterCapabilities, values: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +87,10 @@ def check_value(caps: AdapterCapabilities, config_id: str, value: Any) -> str:
     if config_id == MODE_OPTION:
         if value not in MODE_IDS:
             raise _invalid("value", f"must be one of {', '.join(sorted(MODE_IDS))}")
+        return value
+    if config_id == HAUI_OPTION:
+        if value not in HAUI_VALUES:
+            raise _invalid("value", "must be on or off")
         return value
     option = next((o for o in caps.config_options if o.id == config_id), None)
     if option is None:

@@ -21,6 +21,7 @@ from acp_server.rpc.errors import INTERNAL_ERROR, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.turns.mapping import to_update
 from acp_server.turns.policy import DEFAULT_MODE
+from acp_server.turns.rich import RichReply, haui_on
 from acp_server.turns.services import ClientCapabilities, ClientTools
 from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
 from acp_server.turns.terminal import TerminalChoice
@@ -39,6 +40,7 @@ class AgentOptions:
     permission_timeout: float | None = None
     cancel_grace: float = 1.0
     terminal: TerminalChoice = "auto"  # where commands run: the editor's terminal or locally
+    haui: bool = True  # draw HAUI fences as Markdown (`--haui`); a session may turn it off
 
 
 class Prompts:
@@ -89,12 +91,13 @@ class Prompts:
             await self.journal.start_run(run_id=numbering.run_id, session_id=session.id)
         tally = TurnTally()
         responded = False
+        reply = RichReply(enabled=haui_on(session.config, self.options.haui))
 
         async def publish(envelope: Envelope) -> None:
             nonlocal responded
             responded = responded or envelope.event.kind in RESPONSE_KINDS
             tally.add(envelope.event)
-            await self.publish(envelope)
+            await self.publish(envelope, reply)
             if isinstance(envelope.event, TurnFinished):
                 await self._finish_run(envelope.run_id, envelope.event, responded=responded)
 
@@ -187,8 +190,9 @@ class Prompts:
         await publish(numbering.envelope(TurnFinished("end_turn")))
         return TurnOutcome("end_turn")
 
-    async def publish(self, envelope: Envelope) -> None:
-        """Every runtime event of every turn passes here, in order: journal, then the wire."""
+    async def publish(self, envelope: Envelope, reply: RichReply | None = None) -> None:
+        """Every runtime event of every turn passes here, in order: journal (the agent's raw
+        text), then the wire (the text as `reply` shows it: HAUI fences drawn)."""
         event = envelope.event
         if self.journal is not None:
             # Committed before the editor sees it: a crash never takes back what was shown, and
@@ -196,6 +200,7 @@ class Prompts:
             await self.journal.append(envelope, durable=True)
             if isinstance(event, TitleChanged):
                 await self.journal.update_session(envelope.session_id, title=event.title)
-        update = to_update(event)
-        if update is not None:
-            await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})
+        for shown in reply.shown(event) if reply is not None else [event]:
+            update = to_update(shown)
+            if update is not None:
+                await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})

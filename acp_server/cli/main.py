@@ -119,7 +119,14 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     terminal = terminal_choice(args.terminal)
     if terminal is None:
         parser.error(f"--terminal must be {', '.join(TERMINAL_CHOICES[:-1])} or {TERMINAL_CHOICES[-1]}")
-    options = AgentOptions(max_workers=args.max_workers, permission_timeout=args.permission_timeout, terminal=terminal)
+    if args.haui not in ("on", "off"):
+        parser.error("--haui must be on or off")
+    options = AgentOptions(
+        max_workers=args.max_workers,
+        permission_timeout=args.permission_timeout,
+        terminal=terminal,
+        haui=args.haui == "on",
+    )
     trace = _open_trace(args.trace, parser)
 
     async def serve() -> None:

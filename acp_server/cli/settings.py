@@ -86,6 +86,14 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
         },
     ),
     (
+        "--haui",
+        {
+            "help": "draw the HAUI blocks (```hermes-ui fences) of agent replies as Markdown: on or off "
+            "(off passes them through untouched; a session can also turn it off) (default: on)",
+            "default": "on",
+        },
+    ),
+    (
         "--max-frame-bytes",
         {"help": "longest accepted input line in bytes (default: 64 MiB)", "type": int, "default": 64 << 20},
     ),

@@ -4,7 +4,8 @@ Consecutive text of one kind within a run is merged (a reply streamed as 20,000 
 replays as a few chunks), prompts become `user_message_chunk`s, and everything else goes
 through the same `to_update` as live streaming. A run that was cut off ends with a visible
 notice instead of pretending it finished. An editor terminal embedded in a tool call belonged
-to the connection that made it, so replay shows its captured output as text instead.
+to the connection that made it, so replay shows its captured output as text instead. A run's
+text is shown with its HAUI fences drawn, as it was live (turns.rich).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from acp_server.turns.mapping import OpenToolCalls, to_update, user_message_chunks
+from acp_server.turns.rich import RichReply
 from adapters.events import (
     CompactionChunk,
     CompactionUpdated,
@@ -130,19 +132,28 @@ def _failure_notice(event: TurnFinished) -> dict[str, Any]:
     return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
 
 
+def _no_run() -> str | None:
+    return None  # typed as a run id, so the checker keeps the loop's comparison honest
+
+
 async def replay_updates(
     records: AsyncIterable[Replayable],
     interrupted: Callable[[str], float | bool | None],
+    *,
+    rich: bool = True,
 ) -> AsyncIterator[dict[str, Any]]:
     """`interrupted(run_id)` is False for a run that ended normally; otherwise the time it was
-    found cut off (or True when unknown)."""
+    found cut off (or True when unknown). `rich`: each run's text is shown with its HAUI fences
+    drawn, through the same `RichReply` as live streaming."""
     merger = _TextMerger()
     open_tools = OpenToolCalls()
     terminals = _Terminals()
+    reply = RichReply(enabled=rich)
     run_id: str | None = None
+    run_id = _no_run()
 
     def end_of_run(finished_run: str | None) -> list[dict[str, Any]]:
-        updates = merger.flush()
+        updates = [update for held in reply.finish() for update in show(held)] + merger.flush()
         closing = open_tools.close_all()
         cut_off = False if finished_run is None else interrupted(finished_run)
         if finished_run is not None and cut_off is not False:
@@ -150,31 +161,33 @@ async def replay_updates(
             updates += interrupted_notice(finished_run, None if cut_off is True else cut_off)
         return updates
 
+    def show(event: RuntimeEvent) -> list[dict[str, Any]]:
+        if isinstance(event, TextDelta | ThoughtDelta):
+            return merger.add(event)
+        updates = merger.flush()
+        if isinstance(event, PromptReceived):
+            updates += user_message_chunks(event)
+        elif isinstance(event, TurnFinished) and event.reason == "error":
+            updates.append(_failure_notice(event))
+        elif isinstance(event, LIVE_ONLY):
+            pass
+        elif isinstance(event, TerminalExited):
+            shown = terminals.exited(event)
+            if shown is not None and (update := to_update(shown)) is not None:
+                updates.append(update)
+        elif (update := to_update(terminals.rewrite(event))) is not None:
+            updates.append(update)
+        return updates
+
     async for record in records:
-        event = record.event
-        open_tools.add(event)
+        open_tools.add(record.event)
         if record.run_id != run_id:
             for update in end_of_run(run_id):
                 yield update
             run_id, terminals = record.run_id, _Terminals()
-        if isinstance(event, TextDelta | ThoughtDelta):
-            for update in merger.add(event):
+            reply = RichReply(enabled=rich)
+        for event in reply.shown(record.event):
+            for update in show(event):
                 yield update
-            continue
-        for update in merger.flush():
-            yield update
-        if isinstance(event, PromptReceived):
-            for update in user_message_chunks(event):
-                yield update
-        elif isinstance(event, TurnFinished) and event.reason == "error":
-            yield _failure_notice(event)
-        elif isinstance(event, LIVE_ONLY):
-            continue
-        elif isinstance(event, TerminalExited):
-            shown = terminals.exited(event)
-            if shown is not None and (update := to_update(shown)) is not None:
-                yield update
-        elif (update := to_update(terminals.rewrite(event))) is not None:
-            yield update
     for update in end_of_run(run_id):
         yield update

@@ -1,0 +1,248 @@
+"""Each HAUI block type drawn as Markdown. A renderer takes a block's props and returns its
+Markdown, or raises `InvalidProps` so the caller shows the block's fallback instead. Every
+model value goes through `text` (escaped, trimmed); links are kept only when safe.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from acp_server.haui.text import BODY_LIMIT, as_dict, as_list, body, cell, code_span, number, plain, trim
+
+MAX_COLUMNS = 8
+MAX_ROWS = 50
+MAX_COPY = 4000
+MAX_DEPTH = 2  # disclosures nested at most two levels
+TRENDS = {"up": "▲", "down": "▼", "flat": "▶", "neutral": "▶"}
+TONES = {"info": "Note", "success": "Success", "warning": "Warning", "error": "Error", "danger": "Error"}
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+class InvalidProps(ValueError):
+    """The props do not make a drawable block of this type."""
+
+
+def _list(props: dict[str, Any], *keys: str) -> list[Any]:
+    for key in keys:
+        if found := as_list(props.get(key)):
+            return found
+    return []
+
+
+def _dicts(items: list[Any]) -> list[dict[str, Any]]:
+    return [found for item in items if (found := as_dict(item)) is not None]
+
+
+def _required(value: str, what: str) -> str:
+    if not value:
+        raise InvalidProps(f"{what} is missing")
+    return value
+
+
+def _title(props: dict[str, Any]) -> list[str]:
+    title = plain(props.get("title"))
+    return [f"**{title}**", ""] if title else []
+
+
+def stat(props: dict[str, Any]) -> str:
+    """One stat: **label** value, then its delta and trend arrow."""
+    label = _required(plain(props.get("label")), "label")
+    value = _required(plain(props.get("value")), "value")
+    parts = [f"**{label}** {value}"]
+    delta = plain(props.get("delta"))
+    arrow = TRENDS.get(str(props.get("trend", "")).lower(), "")
+    if delta or arrow:
+        parts.append(" ".join(p for p in (arrow, delta) if p))
+    caption = plain(props.get("caption"))
+    return " ".join(parts) + (f" _{caption}_" if caption else "")
+
+
+def _table(header: list[str], rows: list[list[str]], right: list[bool]) -> list[str]:
+    width = len(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if r else "---" for r in right) + "|"]
+    for row in rows:
+        padded = (row + [""] * width)[:width]
+        lines.append("| " + " | ".join(padded) + " |")
+    return lines
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def table(props: dict[str, Any]) -> str:
+    """At most 8 columns and 50 rows; short rows padded; all-number columns right-aligned."""
+    columns = _list(props, "columns", "headers")
+    rows = [found for row in _list(props, "rows") if (found := as_list(row))]
+    if not columns or not rows:
+        raise InvalidProps("a table needs columns and rows")
+    header = [
+        cell(c["label"] if (c := as_dict(column)) and "label" in c else column) for column in columns[:MAX_COLUMNS]
+    ]
+    shown = [row[: len(header)] for row in rows[:MAX_ROWS]]
+    right = [
+        all(_numeric(row[i]) for row in shown if i < len(row) and row[i] not in (None, ""))
+        and any(i < len(row) and _numeric(row[i]) for row in shown)
+        for i in range(len(header))
+    ]
+    lines = _title(props) + _table(header, [[cell(v) for v in row] for row in shown], right)
+    cut = [
+        f"{len(rows)} rows" if len(rows) > MAX_ROWS else "",
+        f"{len(columns)} columns" if len(columns) > MAX_COLUMNS else "",
+    ]
+    if any(cut):
+        lines += [
+            "",
+            f"_Showing the first {min(len(rows), MAX_ROWS)} rows and {len(header)} columns of "
+            f"{' and '.join(c for c in cut if c)}._",
+        ]
+    return "\n".join(lines)
+
+
+def key_value(props: dict[str, Any]) -> str:
+    """A two-column table of keys and values."""
+    items = _list(props, "items", "pairs")
+    pairs = [(i.get("key", i.get("label")), i.get("value")) for i in _dicts(items)]
+    if not pairs and isinstance(props.get("values"), dict):
+        pairs = list(props["values"].items())
+    pairs = [(k, v) for k, v in pairs if plain(k)][:MAX_ROWS]
+    if not pairs:
+        raise InvalidProps("no pairs")
+    return "\n".join(_title(props) + _table(["Field", "Value"], [[cell(k), cell(v)] for k, v in pairs], [False, False]))
+
+
+def comparison(props: dict[str, Any]) -> str:
+    """Options side by side: a table when they have values, else one list per option."""
+    items = [i for i in _dicts(_list(props, "items", "options")) if plain(i.get("label", i.get("title")))]
+    if len(items) < 2:
+        raise InvalidProps("a comparison needs two items")
+    items = items[: MAX_COLUMNS - 1]
+    labels = [plain(i.get("label", i.get("title"))) for i in items]
+    values = [as_dict(i.get("values")) or {} for i in items]
+    keys = list(dict.fromkeys(k for v in values for k in v))[:MAX_ROWS]
+    if keys:
+        rows = [[cell(k), *(cell(v.get(k)) for v in values)] for k in keys]
+        return "\n".join(_title(props) + _table(["", *labels], rows, [False] * (len(labels) + 1)))
+    lines = _title(props)
+    for label, item in zip(labels, items, strict=True):
+        lines += [f"**{label}**", *(f"- {plain(p)}" for p in _list(item, "points", "items") if plain(p)), ""]
+    return "\n".join(lines).rstrip()
+
+
+def _spark(values: list[float | None]) -> str:
+    present = [v for v in values if v is not None]
+    if not present:
+        return ""
+    low, high = min(present), max(present)
+    scale = (len(SPARKS) - 1) / (high - low) if high > low else 0
+    return "".join(" " if v is None else SPARKS[round((v - low) * scale)] for v in values)
+
+
+def chart(props: dict[str, Any]) -> str:
+    """The chart's numbers as a table (labels by series; null empty), and a sparkline per series."""
+    labels = _list(props, "labels", "x")[:MAX_ROWS]
+    series = [s for s in _dicts(_list(props, "series")) if isinstance(s.get("values"), list)][: MAX_COLUMNS - 1]
+    if not labels or not series:
+        raise InvalidProps("a chart needs labels and series")
+    names = [plain(s.get("name", s.get("label"))) or f"Series {n + 1}" for n, s in enumerate(series)]
+    columns: list[list[float | None]] = []
+    for s in series:
+        raw = (list(s["values"]) + [None] * len(labels))[: len(labels)]
+        if not all(v is None or _numeric(v) for v in raw):
+            raise InvalidProps("chart values must be numbers or null")
+        columns.append(raw)
+    rows = [
+        [cell(label), *("" if c[r] is None else number(c[r] or 0) for c in columns)] for r, label in enumerate(labels)
+    ]
+    lines = _title(props) + _table(["", *names], rows, [False] + [True] * len(names)) + [""]
+    lines += [f"- {name}: {code_span(spark)}" for name, c in zip(names, columns, strict=True) if (spark := _spark(c))]
+    return "\n".join(lines)
+
+
+def list_block(props: dict[str, Any]) -> str:
+    """An ordered or bulleted list; an item's `meta` tags follow it as code spans."""
+    items = _list(props, "items")[:MAX_ROWS]
+    ordered = props.get("ordered") is True
+    lines: list[str] = []
+    for item in items:
+        fields = as_dict(item) or {"text": item}
+        text = plain(fields.get("text", fields.get("title", fields.get("label"))))
+        if not text:
+            continue
+        meta = fields.get("meta")
+        tags = [code_span(trim(m, 40)) for m in (as_list(meta) or [meta]) if isinstance(m, str) and m.strip()]
+        detail = plain(fields.get("detail", fields.get("description")))
+        marker = f"{len(lines) + 1}." if ordered else "-"
+        lines.append(f"{marker} {text}" + (f" — {detail}" if detail else "") + "".join(f" {t}" for t in tags))
+    if not lines:
+        raise InvalidProps("no items")
+    return "\n".join(_title(props) + lines)
+
+
+def notice(props: dict[str, Any]) -> str:
+    """A quote that starts with its tone."""
+    text = body(props.get("body", props.get("text", props.get("message"))))
+    title = plain(props.get("title"))
+    if not text and not title:
+        raise InvalidProps("an empty notice")
+    tone = TONES.get(str(props.get("tone", "info")).lower(), "Note")
+    head = f"**{tone}:** {title}" if title else f"**{tone}:**"
+    lines = [head, *(["", *text.split("\n")] if text else [])]
+    return "\n".join(f"> {line}".rstrip() for line in lines)
+
+
+def safe_url(value: Any) -> str | None:
+    """An http(s) URL without credentials, or None."""
+    if not isinstance(value, str) or len(value) > 2000 or any(c in value for c in " <>\"'`\n\r\t()"):
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+        return None
+    return value
+
+
+def actions(props: dict[str, Any]) -> str:
+    """Links (safe ones only), values to copy as exact code spans, and suggested replies."""
+    lines: list[str] = []
+    for action in _dicts(_list(props, "actions", "items")):
+        kind = action.get("type", action.get("kind"))
+        label = plain(action.get("label"))
+        if kind == "open_url" and (url := safe_url(action.get("url"))) is not None:
+            lines.append(f"- [{label or plain(url)}]({url})")
+        elif kind == "copy" and isinstance(value := action.get("value"), str) and 0 < len(value) <= MAX_COPY:
+            shown = code_span(value) if "\n" not in value else _code_block(value)
+            lines.append(f"- {label or 'Copy'}: {shown}")
+        elif kind == "ask" and (prompt := plain(action.get("prompt", action.get("text", action.get("label"))))):
+            lines.append(f"- Suggested reply: “{prompt}”")
+    if not lines:
+        raise InvalidProps("no usable action")
+    return "\n".join(_title(props) + lines)
+
+
+def _code_block(value: str) -> str:
+    """A multi-line value as a fenced block inside the list item, exact to the character."""
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", value)), default=0) + 1)
+    inner = "\n".join("  " + line if line else "" for line in value.split("\n"))
+    return f"\n\n  {fence}\n{inner}\n  {fence}"
+
+
+Render = Callable[[dict[str, Any]], str]
+
+RENDERERS: dict[str, Render] = {
+    "stat": stat,
+    "comparison": comparison,
+    "key_value": key_value,
+    "table": table,
+    "chart": chart,
+    "list": list_block,
+    "notice": notice,
+    "actions": actions,
+}
+
+__all__ = ["BODY_LIMIT", "MAX_DEPTH", "RENDERERS", "InvalidProps", "safe_url"]

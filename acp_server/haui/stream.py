@@ -1,0 +1,146 @@
+"""HAUI on a streamed reply. ACP message chunks are append-only, so `ReplyFilter` lets text
+through as it comes, holds a HAUI fence back from its opening line to its closing line, then
+emits the fence's Markdown once. It works line by line on CommonMark fences (up to three
+spaces, three or more backticks or tildes), so a fence inside another fence is left alone.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from acp_server.haui.render import fence_kind, render_fence
+
+_OPENER = re.compile(r"( {0,3})(`{3,}|~{3,})([^\n]*)\n?")
+
+
+@dataclass(slots=True)
+class _Fence:
+    char: str
+    length: int
+    kind: str | None  # "haui", "vivid" or "json" when held back; None: an ordinary fence, streamed
+    opener: str
+    lines: list[str]
+
+    def closes(self, line: str) -> bool:
+        stripped = line.rstrip("\n")
+        indent = len(stripped) - len(stripped.lstrip(" "))
+        run = stripped.lstrip(" ")
+        marks = len(run) - len(run.lstrip(self.char))
+        return indent <= 3 and marks >= self.length and not run[marks:].strip()
+
+
+def _opener(line: str) -> _Fence | None:
+    match = _OPENER.fullmatch(line)
+    if match is None or (match.group(2)[0] == "`" and "`" in match.group(3)):
+        return None  # a backtick fence's info string may not contain a backtick
+    marks = match.group(2)
+    return _Fence(marks[0], len(marks), fence_kind(match.group(3)), line, [])
+
+
+def _may_open(partial: str) -> bool:
+    """Whether an unfinished line could still turn out to open a fence."""
+    rest = partial.lstrip(" ")
+    if len(partial) - len(rest) > 3:
+        return False
+    if not rest:
+        return True
+    marks = len(rest) - len(rest.lstrip(rest[0]))
+    return rest[0] in "`~" and (marks == len(rest) or marks >= 3)
+
+
+class ReplyFilter:
+    """One reply's text: `feed` each delta and emit what it returns; `finish` at the reply's end."""
+
+    def __init__(self) -> None:
+        self._line = ""  # the unfinished line
+        self._sent = 0  # how much of it was emitted already
+        self._fence: _Fence | None = None
+        self._gap = False  # a drawn block was emitted: a non-blank line after it needs a blank one
+        self._last_blank = True  # the last emitted line was blank (or nothing was emitted yet)
+
+    def feed(self, delta: str) -> str:
+        out: list[str] = []
+        for piece in delta.splitlines(keepends=True):
+            self._line += piece
+            if self._line.endswith("\n"):
+                out.append(self._complete(self._line))
+                self._line, self._sent = "", 0
+            else:
+                out.append(self._partial())
+        return "".join(out)
+
+    def finish(self) -> str:
+        """The rest: an unfinished last line, and a fence the reply ended inside, drawn as it stands."""
+        out = self._complete(self._line) if self._line else ""
+        self._line, self._sent = "", 0
+        fence, self._fence = self._fence, None
+        if fence is not None and fence.kind is not None:
+            out += self._draw(fence, closer="")
+        return out
+
+    def _partial(self) -> str:
+        """Text of the unfinished line that can go now (never part of a held fence)."""
+        if self._fence is not None and self._fence.kind is not None:
+            return ""
+        if self._fence is None and (_may_open(self._line) or not self._line.strip()):
+            return ""  # may open a fence, or is blank so far (blank lines are the gap after a block)
+        return self._emit_line_part(self._line[self._sent :])
+
+    def _emit_line_part(self, text: str) -> str:
+        lead = ""
+        if self._sent == 0 and self._gap:
+            self._gap = False
+            lead = "\n" if text.strip() else ""  # a line right after a table would join it
+        self._sent += len(text)
+        return lead + text
+
+    def _complete(self, line: str) -> str:
+        """A finished line (or the last one, unterminated)."""
+        out = self._route(line)
+        if self._fence is None or self._fence.kind is None:
+            self._last_blank = not line.strip() if out else self._last_blank
+        return out
+
+    def _route(self, line: str) -> str:
+        fence = self._fence
+        if fence is None:
+            opened = _opener(line) if self._sent == 0 else None
+            if opened is not None and opened.kind is not None:
+                self._fence = opened
+                return ""
+            self._fence = opened
+            return self._rest_of(line)
+        if fence.kind is None:
+            if fence.closes(line):
+                self._fence = None
+            return self._rest_of(line)
+        if fence.closes(line):
+            self._fence = None
+            return self._draw(fence, closer=line)
+        fence.lines.append(line)
+        return ""
+
+    def _rest_of(self, line: str) -> str:
+        rest = line[self._sent :]
+        if self._sent == 0 and self._gap and not line.strip():
+            self._gap = False  # the line is blank: it is the gap
+        return self._emit_line_part(rest) if rest else ""
+
+    def _draw(self, fence: _Fence, *, closer: str) -> str:
+        assert fence.kind is not None
+        body = "".join(fence.lines)
+        markdown = render_fence(fence.kind, body, cut=not closer)
+        if markdown is None:  # an ordinary ```json fence after all: as the model wrote it
+            return fence.opener + body + closer
+        if not markdown:
+            return ""
+        lead = "" if self._last_blank else "\n"
+        self._gap, self._last_blank = True, False
+        return lead + markdown + ("\n" if closer.endswith("\n") else "")
+
+
+def render_reply(text: str) -> str:
+    """A whole reply with every HAUI fence drawn as Markdown."""
+    reply = ReplyFilter()
+    return reply.feed(text) + reply.finish()

@@ -1,0 +1,45 @@
+"""Where HAUI sits: between a run's runtime events and the one mapper. The journal keeps the
+agent's raw text; what the editor is shown passes through one `RichReply` per run, live
+(acp.prompting) and on replay (turns.replay) alike, so a reload draws the same blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from acp_server.haui import ReplyFilter
+from adapters.events import RuntimeEvent, TextDelta, TurnFinished
+
+HAUI_OPTION = "haui"  # the per-session config option; its values are "on" and "off"
+HAUI_VALUES = ("on", "off")
+
+
+def haui_on(config: Mapping[str, Any], default: bool) -> bool:
+    """The session's choice if it made one, else the server's `--haui`."""
+    value = config.get(HAUI_OPTION)
+    return default if value not in HAUI_VALUES else value == "on"
+
+
+class RichReply:
+    """One run's text as shown: HAUI fences drawn as Markdown (`enabled`), or untouched."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self._filter = ReplyFilter() if enabled else None
+
+    def shown(self, event: RuntimeEvent) -> list[RuntimeEvent]:
+        """The events to map for `event`: a delta's text safe to show now (maybe none), and,
+        at the end of the run, whatever was held back, before the end itself."""
+        if self._filter is None:
+            return [event]
+        if isinstance(event, TextDelta):
+            text = self._filter.feed(event.text)
+            return [TextDelta(text)] if text else []
+        if isinstance(event, TurnFinished):
+            return [*self.finish(), event]
+        return [event]
+
+    def finish(self) -> list[RuntimeEvent]:
+        """What is still held back (a fence the reply ended inside), drawn as it stands."""
+        text = self._filter.finish() if self._filter is not None else ""
+        return [TextDelta(text)] if text else []
