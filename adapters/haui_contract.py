@@ -46,11 +46,17 @@ tool in this turn did it; actions are suggestions for the user to take.
 """
 
 
+RICH_GUIDANCE = """\
+Format substantive replies in Markdown the editor renders: short headings, lists for steps, \
+tables for comparisons, code fences for code. Keep one-line answers plain."""
+
+
 def style_context(style: str) -> str:
-    """What to add to a turn's context tier for `style`: the contract for `vivid`, else nothing.
+    """What to add to a turn's context tier for `style`: Markdown guidance for `rich`, the HAUI
+    contract for `vivid`, nothing for `plain` (or an unknown style).
 
     An agent declares a `response_style` ConfigOption (choices RESPONSE_STYLES, default
     "plain"), reads `turn.config.get(RESPONSE_STYLE_OPTION)` each turn, and appends
     `style_context(...)` to that turn's context (not to the stored system prompt).
     """
-    return HAUI_CONTRACT if style == "vivid" else ""
+    return {"rich": RICH_GUIDANCE, "vivid": HAUI_CONTRACT}.get(style, "")

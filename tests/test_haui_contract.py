@@ -9,10 +9,11 @@ from acp_server.haui import render_reply
 from adapters.haui_contract import HAUI_CONTRACT, RESPONSE_STYLES, style_context
 
 
-def test_only_vivid_adds_the_contract() -> None:
+def test_only_vivid_adds_the_contract_and_rich_asks_for_markdown() -> None:
     assert RESPONSE_STYLES == ("plain", "rich", "vivid")
-    assert [bool(style_context(style)) for style in RESPONSE_STYLES] == [False, False, True]
-    assert style_context("unknown") == ""
+    assert [HAUI_CONTRACT in style_context(style) for style in RESPONSE_STYLES] == [False, False, True]
+    assert "Markdown" in style_context("rich") and "hermes-ui" not in style_context("rich")
+    assert style_context("plain") == style_context("unknown") == ""
 
 
 def test_the_contract_asks_for_blocks_on_substantive_replies_without_invented_data_or_claimed_actions() -> None:

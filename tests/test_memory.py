@@ -342,3 +342,26 @@ async def test_a_reload_replays_the_conversation_without_the_live_compaction_upd
     await journal.close()
     assert replayed.count("user_message_chunk") == 4
     assert not {"compaction_update", "compaction_summary_chunk", "notice"} & set(replayed)
+
+
+# --- response style ----------------------------------------------------------------------------
+
+
+async def test_the_vivid_contract_reaches_only_vivid_turns_and_never_the_stored_prompt(fake, adapter, tmp_path):
+    from adapters.haui_contract import HAUI_CONTRACT, RICH_GUIDANCE
+
+    fake.script(reply("one"), reply("two"), reply("three"))
+    async with running(AcpAgent(adapter(fake))) as editor:
+        await editor.initialize()
+        sid = await editor.new_session(tmp_path)
+        for style, prompt in (("vivid", "first"), ("plain", "second"), ("rich", "third")):
+            params = {"sessionId": sid, "configId": "response_style", "value": style}
+            await editor.request("session/set_config_option", params)
+            assert await editor.prompt(sid, prompt) == {"stopReason": "end_turn"}
+    vivid, plain, rich = agent_requests(fake)
+    assert vivid["messages"][-2] == {"role": "system", "content": HAUI_CONTRACT}  # just before the prompt
+    assert vivid["messages"][-1]["content"] == "first"
+    assert all(HAUI_CONTRACT not in json.dumps(body) for body in (plain, rich))
+    assert rich["messages"][-2] == {"role": "system", "content": RICH_GUIDANCE}
+    assert vivid["messages"][0] == plain["messages"][0] == rich["messages"][0]  # the stored system prompt
+    assert plain["messages"][: len(vivid["messages"]) - 2] == vivid["messages"][:-2]  # the warm prefix holds

@@ -173,18 +173,23 @@ def test_the_model_option_offers_the_endpoints_models_and_effort_offers_three_le
     fake.models.append({"id": "big-local", "object": "model", "max_model_len": 32_768})
     adapter = OpenAIAdapter(model="big-local", base_url=fake.base_url, env={"XDG_CONFIG_HOME": str(tmp_path)})
     caps = adapter.capabilities()
-    model, effort = caps.config_options
+    model, effort, style = caps.config_options
     assert (model.id, model.category, model.default) == ("model", "model", "big-local")
     assert [c.value for c in model.choices] == ["big-local", "gpt-4o", "llama3.2"]
     assert (effort.id, effort.category, effort.default) == ("reasoning_effort", "thought_level", "default")
     assert [c.value for c in effort.choices] == ["default", "low", "medium", "high"]
+    assert (style.id, style.default, [c.value for c in style.choices]) == (
+        "response_style",
+        "plain",
+        ["plain", "rich", "vivid"],
+    )
     assert caps.context_window == 32_768 and caps.streaming and not caps.image and caps.cancel_latency == 1.0
 
 
 def test_without_a_model_listing_the_configured_model_is_the_only_choice(fake, tmp_path):
     fake.models_failure = Failure(500, "no listing here")
     adapter = OpenAIAdapter(model="mine", base_url=fake.base_url, env={"XDG_CONFIG_HOME": str(tmp_path)})
-    (model, _) = adapter.capabilities().config_options
+    (model, _, _) = adapter.capabilities().config_options
     assert [c.value for c in model.choices] == ["mine"]
     assert adapter.capabilities().context_window is None
 
@@ -192,7 +197,7 @@ def test_without_a_model_listing_the_configured_model_is_the_only_choice(fake, t
 def test_a_model_listing_that_is_not_a_list_counts_as_no_listing(fake, tmp_path):
     fake.models = None  # the endpoint answers {"object": "list", "data": null}
     adapter = OpenAIAdapter(model="mine", base_url=fake.base_url, env={"XDG_CONFIG_HOME": str(tmp_path)})
-    (model, _) = adapter.capabilities().config_options
+    (model, _, _) = adapter.capabilities().config_options
     assert [c.value for c in model.choices] == ["mine"]
     health = adapter.health()
     assert not health.ok

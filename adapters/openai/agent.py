@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from adapters.base import AdapterCapabilities, AgentError, Health, Sink, TurnInput
 from adapters.events import StopReason
+from adapters.haui_contract import RESPONSE_STYLE_OPTION, style_context
 from adapters.openai.attachments import user_message
 from adapters.openai.client import Abort, Endpoint
 from adapters.openai.compaction import Compactor
@@ -161,6 +162,7 @@ class OpenAIAdapter:
         workspace = Workspace(sink, turn.cwd)
         history = History.resume(turn.transcript, turn.history, system_message(turn.cwd, turn.additional_directories))
         history.start_turn(user_message(turn.prompt, sink, cwd=turn.cwd, roots=turn.additional_directories))
+        history.style = style_context(str(turn.config.get(RESPONSE_STYLE_OPTION, "plain")))
         request = Request(self, turn, sink, model, abort, tool_schemas(tools.values()))
         for _ in range(self.settings.max_turn_requests):
             sink.check_cancelled()

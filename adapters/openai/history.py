@@ -47,6 +47,7 @@ class History:
     rebase: bool
     turn_start: int = 0
     compactions: int = field(default=0)
+    style: str = ""  # this turn's response-style context: sent before the prompt, never saved
 
     @classmethod
     def resume(cls, transcript: Transcript | None, plain_history: Sequence[Message], system: str) -> History:
@@ -84,11 +85,15 @@ class History:
         self.saved, self.rebase = len(self.messages), False
 
     def outgoing(self) -> list[dict[str, Any]]:
-        """The messages to send: reasoning only on the current turn's assistant messages."""
-        return [
+        """The messages to send: reasoning only on the current turn's assistant messages, and the
+        turn's style context just before its prompt (after the stable prefix, so the cache holds)."""
+        sent = [
             _without_reasoning(m) if i < self.turn_start and m.get("role") == "assistant" else m
             for i, m in enumerate(self.messages)
         ]
+        if self.style:
+            sent.insert(self.turn_start, {"role": "system", "content": self.style})
+        return sent
 
 
 def _without_reasoning(message: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from adapters.base import AgentError, ConfigChoice, ConfigOption
+from adapters.haui_contract import RESPONSE_STYLE_OPTION, RESPONSE_STYLES
 from adapters.openai.client import Endpoint
 from adapters.openai.jsonvalues import is_array, is_object
 
@@ -108,7 +109,7 @@ class ModelCatalog:
 
 
 def config_options(default_model: str | None, listed: list[str]) -> tuple[ConfigOption, ...]:
-    """The `model` option (when any model is known) and the `reasoning_effort` option."""
+    """The `model` option (when any model is known), `reasoning_effort` and `response_style`."""
     options: list[ConfigOption] = []
     names = list(dict.fromkeys([default_model, *listed] if default_model else listed))
     if default_model:
@@ -130,6 +131,15 @@ def config_options(default_model: str | None, listed: list[str]) -> tuple[Config
             default="default",
             choices=tuple(ConfigChoice(e, e.capitalize() if e != "default" else "Model default") for e in EFFORTS),
             description="How long a reasoning model thinks before answering",
+        )
+    )
+    options.append(
+        ConfigOption(
+            id=RESPONSE_STYLE_OPTION,
+            name="Response style",
+            default="plain",
+            choices=tuple(ConfigChoice(style, style.capitalize()) for style in RESPONSE_STYLES),
+            description="Plain text, Markdown (rich), or Markdown with drawn blocks (vivid)",
         )
     )
     return tuple(options)
