@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+from adapters.base import ConfigChoice, ConfigOption
+
 ResponseStyle = Literal["plain", "rich", "vivid"]
 RESPONSE_STYLES: tuple[str, ...] = get_args(ResponseStyle)
 RESPONSE_STYLE_OPTION = "response_style"  # the config option id an agent declares
@@ -60,3 +62,14 @@ def style_context(style: str) -> str:
     `style_context(...)` to that turn's context (not to the stored system prompt).
     """
     return {"rich": RICH_GUIDANCE, "vivid": HAUI_CONTRACT}.get(style, "")
+
+
+def response_style_option() -> ConfigOption:
+    """The `response_style` option as an agent declares it (default `plain`)."""
+    return ConfigOption(
+        id=RESPONSE_STYLE_OPTION,
+        name="Response style",
+        default="plain",
+        choices=tuple(ConfigChoice(style, style.capitalize()) for style in RESPONSE_STYLES),
+        description="Plain text, Markdown (rich), or Markdown with drawn blocks (vivid)",
+    )

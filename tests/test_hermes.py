@@ -368,3 +368,16 @@ def test_open_session_builds_the_agent_once_and_the_first_prompt_uses_it(fake, w
     opener.join(30)
     assert record.text == "ready"
     assert builds == ["s1"]
+
+
+def test_the_vivid_contract_reaches_hermes_requests_only_in_vivid_turns(fake, workspace):
+    from adapters.haui_contract import HAUI_CONTRACT
+
+    adapter = HermesAdapter(warm=False)
+    assert [o.id for o in adapter.capabilities().config_options] == ["response_style"]
+    fake.script(reply("drawn"), reply("plain"))
+    turn(adapter, "show me", workspace, config={"response_style": "vivid"})
+    turn(adapter, "again", workspace, config={"response_style": "plain"})
+    vivid, plain = ("\n".join(m["content"] for m in body["messages"] if m["role"] == "system") for body in fake.chats)
+    assert HAUI_CONTRACT.strip() in vivid
+    assert HAUI_CONTRACT.strip()[:40] not in plain

@@ -17,6 +17,7 @@ from typing import Any
 
 from adapters.base import AdapterCapabilities, AgentError, Health, Sink, TurnCancelled, TurnInput
 from adapters.events import StopReason
+from adapters.haui_contract import RESPONSE_STYLE_OPTION, response_style_option, style_context
 from adapters.hermes import health, setup, transcript
 from adapters.hermes.reporting import Reporter
 from adapters.hermes.routing import Gate, attach, detach
@@ -47,7 +48,13 @@ class HermesAdapter:
             threading.Thread(target=_warm_up, name="hermes-import", daemon=True).start()
 
     def capabilities(self) -> AdapterCapabilities:
-        return AdapterCapabilities(streaming=True, embedded_context=True, mcp_http=True, cancel_latency=1.0)
+        return AdapterCapabilities(
+            streaming=True,
+            embedded_context=True,
+            mcp_http=True,
+            cancel_latency=1.0,
+            config_options=(response_style_option(),),
+        )
 
     def health(self) -> Health:
         return health.health(self._model)
@@ -87,6 +94,8 @@ class HermesAdapter:
         gate = Gate(sink, reporter, cwd=turn.cwd, roots=turn.additional_directories)
         _bind(agent, reporter, gate)
         agent.clear_interrupt()  # a cancel that came after the last run ended must not stop this one
+        # Hermes adds this to the system prompt of this run's requests and never stores it.
+        agent.ephemeral_system_prompt = style_context(str(turn.config.get(RESPONSE_STYLE_OPTION, "plain"))) or None
         before = _tokens(agent)
         history = transcript.conversation(turn)
         attach(turn.session_id, gate)

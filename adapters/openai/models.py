@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from adapters.base import AgentError, ConfigChoice, ConfigOption
-from adapters.haui_contract import RESPONSE_STYLE_OPTION, RESPONSE_STYLES
+from adapters.haui_contract import response_style_option
 from adapters.openai.client import Endpoint
 from adapters.openai.jsonvalues import is_array, is_object
 
@@ -133,13 +133,5 @@ def config_options(default_model: str | None, listed: list[str]) -> tuple[Config
             description="How long a reasoning model thinks before answering",
         )
     )
-    options.append(
-        ConfigOption(
-            id=RESPONSE_STYLE_OPTION,
-            name="Response style",
-            default="plain",
-            choices=tuple(ConfigChoice(style, style.capitalize()) for style in RESPONSE_STYLES),
-            description="Plain text, Markdown (rich), or Markdown with drawn blocks (vivid)",
-        )
-    )
+    options.append(response_style_option())
     return tuple(options)
