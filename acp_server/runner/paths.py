@@ -62,7 +62,7 @@ class RunnerPlace:
 
     @property
     def log(self) -> Path:
-        return data_dir() / f"runner-{self.key}.log"
+        return data_dir() / f"{self.key}.log"
 
 
 def place_for(config: dict[str, object]) -> RunnerPlace:
