@@ -258,3 +258,16 @@ def test_the_runtime_directory_is_private_and_only_the_same_user_may_connect(run
     assert not same_user(os.getuid() + 1)
     assert not same_user(None)
     assert not same_user(1000, own=0)
+
+
+def test_acp_server_runner_in_the_environment_turns_runner_mode_on(tmp_path, runner_env, monkeypatch):
+    from stdio_server import StdioServer
+
+    monkeypatch.setenv("ACP_SERVER_RUNNER", "1")
+    server = StdioServer(*runner_env, cwd=str(tmp_path))
+    try:
+        server.start_session(str(tmp_path))
+        [runner] = runners()
+        assert runner["connections"] == 1 and runner["pid"] != server.process.pid
+    finally:
+        server.kill()
