@@ -271,3 +271,14 @@ def test_acp_server_runner_in_the_environment_turns_runner_mode_on(tmp_path, run
         assert runner["connections"] == 1 and runner["pid"] != server.process.pid
     finally:
         server.kill()
+
+
+def test_cancel_request_on_a_prompt_from_a_connected_front_still_stops_its_turn(tmp_path, runner_env):
+    front = Front(*runner_env, cwd=str(tmp_path))
+    sid = front.start_session(str(tmp_path))
+    prompt = front.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "stream"}]})
+    read_until(front, lambda f: f.get("method") == "session/update")
+    front.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": prompt}})
+    answer = read_until(front, lambda f: f.get("id") == prompt and "method" not in f)[-1]
+    assert answer["error"]["code"] == -32800
+    wait_until(lambda: run_states(tmp_path / "journal.db") == ["cancelled"], what="the run to end as cancelled")

@@ -127,9 +127,11 @@ class RunnerAgent(AcpAgent):
             outbound=hub.routes,
         )
         self.hub = hub
+        self._closing = False
 
     async def on_close(self) -> None:
         """Detach, never cancel: the sessions' turns go on, journaled, until someone loads them."""
+        self._closing = True
         detached = self.hub.routes.detach(self.peer)
         if detached:
             log.info("connection closed; %d session(s) detached", len(detached))
@@ -148,7 +150,15 @@ class RunnerAgent(AcpAgent):
         session_id = params.get("sessionId")
         if isinstance(session_id, str):
             self.hub.routes.attach(session_id, self.peer)  # prompting a session takes it over
-        return await self.hub.run_turn(lambda: super(RunnerAgent, self).handle_session_prompt(params))
+        try:
+            return await self.hub.run_turn(lambda: super(RunnerAgent, self).handle_session_prompt(params))
+        except anyio.get_cancelled_exc_class():
+            # `$/cancel_request` from a connected editor stops the turn, as without a runner; a
+            # connection winding down cancels only its wait, and the turn goes on detached.
+            session = self.hub.sessions.live(session_id) if isinstance(session_id, str) else None
+            if not self._closing and session is not None:
+                session.queue.cancel_all()
+            raise
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """Replay up to a cursor, answer, then the live rest: updates made while the replay ran
