@@ -282,3 +282,9 @@ def test_cancel_request_on_a_prompt_from_a_connected_front_still_stops_its_turn(
     answer = read_until(front, lambda f: f.get("id") == prompt and "method" not in f)[-1]
     assert answer["error"]["code"] == -32800
     wait_until(lambda: run_states(tmp_path / "journal.db") == ["cancelled"], what="the run to end as cancelled")
+
+
+def test_a_runner_that_cannot_start_is_reported_by_the_front_with_its_log(tmp_path, runner_env):
+    front = Front("--agent", "no-such-agent", "--db", str(tmp_path / "journal.db"), cwd=str(tmp_path))
+    assert front.wait(timeout=60) == 1
+    assert b"the runner did not start" in front.stderr and b"no-such-agent" in front.stderr

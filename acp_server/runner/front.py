@@ -89,10 +89,20 @@ def start_runner(place: RunnerPlace, runner_argv: Sequence[str]) -> int:
     if line != READY:
         process.kill()
         process.wait()
-        raise RunnerStartError(f"the runner did not start; see {place.log}")
+        raise RunnerStartError(f"the runner did not start; from its log {place.log}:\n{_tail(place.log)}")
     # Reap it when it exits, so a dead runner never lingers as a zombie that looks alive.
     threading.Thread(target=process.wait, name="runner-reaper", daemon=True).start()
     return process.pid
+
+
+def _tail(path: Path, size: int = 2000) -> str:
+    """The end of a log, for the error an editor shows (why the agent did not start)."""
+    try:
+        with open(path, "rb") as log_file:
+            log_file.seek(max(0, os.fstat(log_file.fileno()).st_size - size))
+            return log_file.read().decode(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def _read_line(fd: int, timeout: float) -> bytes:

@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import struct
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,8 @@ import platformdirs
 
 DIR_NAME = "acp-server"
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+_SOL_LOCAL, _LOCAL_PEERCRED, _XUCRED_SIZE = 0, 1, 76  # macOS <sys/un.h>, <sys/ucred.h>
+_XUCRED_HEAD = struct.Struct("2I")
 
 
 def runtime_dir() -> Path:
@@ -73,11 +76,18 @@ def place_for(config: dict[str, object]) -> RunnerPlace:
 
 def peer_uid(sock: socket.socket) -> int | None:
     """The uid of the process at the other end of a Unix socket (None where unknown)."""
-    if not hasattr(socket, "SO_PEERCRED"):
+    try:
+        if hasattr(socket, "SO_PEERCRED"):  # Linux
+            raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+            _pid, uid, _gid = _UCRED.unpack(raw)
+            return uid
+        if sys.platform == "darwin":  # struct xucred: version, uid, ngroups, groups[16]
+            raw = sock.getsockopt(_SOL_LOCAL, _LOCAL_PEERCRED, _XUCRED_SIZE)
+            _version, uid = _XUCRED_HEAD.unpack_from(raw)
+            return uid
+    except OSError:
         return None
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-    _pid, uid, _gid = _UCRED.unpack(raw)
-    return uid
+    return None
 
 
 def same_user(uid: int | None, *, own: int | None = None) -> bool:
