@@ -288,3 +288,14 @@ def test_a_runner_that_cannot_start_is_reported_by_the_front_with_its_log(tmp_pa
     front = Front("--agent", "no-such-agent", "--db", str(tmp_path / "journal.db"), cwd=str(tmp_path))
     assert front.wait(timeout=60) == 1
     assert b"the runner did not start" in front.stderr and b"no-such-agent" in front.stderr
+
+
+def test_the_trace_of_a_runner_holds_the_frames_of_its_connections(tmp_path, runner_env):
+    trace = tmp_path / "trace.jsonl"
+    front = Front(*runner_env, "--trace", str(trace), cwd=str(tmp_path))
+    front.start_session(str(tmp_path))
+    front.close_stdin()
+    assert front.wait() == 0
+    cli("runner", "stop")
+    methods = [json.loads(line).get("frame", {}).get("method") for line in trace.read_text().splitlines()]
+    assert "initialize" in methods and "session/new" in methods

@@ -21,6 +21,7 @@ from acp_server.cli.settings import SERVER_OPTIONS, add_server_options
 
 if TYPE_CHECKING:
     from acp_server.acp.prompting import AgentOptions
+    from acp_server.rpc.trace import Trace
     from adapters.base import RuntimeAdapter
 
 TRUE = frozenset({"1", "true", "yes", "on"})
@@ -125,17 +126,35 @@ def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, bui
         os.dup2(devnull, 1)  # nothing but the ready line goes to the front that started us
         os.close(devnull)
 
+    trace = open_trace(args.trace)
+
     async def serve() -> None:
         journal = await RunnerJournal.open(str(place.config["db"]))
         try:
             hub = Hub(adapter=adapter, options=options, journal=journal, detached_wait=args.detached_wait)
-            runner = Runner(hub=hub, place=place, idle=args.runner_idle, max_frame_bytes=args.max_frame_bytes)
+            runner = Runner(
+                hub=hub, place=place, idle=args.runner_idle, max_frame_bytes=args.max_frame_bytes, trace=trace
+            )
             await runner.run(announce)
         finally:
             await journal.close()
 
-    anyio.run(serve)
+    try:
+        anyio.run(serve)
+    finally:
+        if trace is not None:
+            trace.close()
     return 0
+
+
+def open_trace(path: str | None) -> Trace | None:
+    """The runner's wire trace (all its connections), redacted as the journal is."""
+    if not path:
+        return None
+    from acp_server.rpc.trace import Trace
+    from journal.redact import redact, redact_text
+
+    return Trace.open(path, redact=redact, redact_text=redact_text)
 
 
 def _ask(path: Path, command: bytes, timeout: float) -> dict[str, Any] | None:

@@ -23,7 +23,8 @@ import anyio
 from anyio.abc import SocketAttribute, SocketStream
 
 from acp_server.acp.server import serve
-from acp_server.rpc.wire import Frame, split_lines
+from acp_server.rpc.trace import Trace, TracedWriter, traced_frames
+from acp_server.rpc.wire import Frame, FrameWriter, split_lines
 from acp_server.runner.hub import Hub
 from acp_server.runner.paths import RunnerPlace, peer_uid, same_user
 
@@ -76,8 +77,11 @@ def allowed(stream: SocketStream) -> bool:
 class Runner:
     """One runner: the hub, its listeners, and when to stop."""
 
-    def __init__(self, *, hub: Hub, place: RunnerPlace, idle: float, max_frame_bytes: int) -> None:
+    def __init__(
+        self, *, hub: Hub, place: RunnerPlace, idle: float, max_frame_bytes: int, trace: Trace | None = None
+    ) -> None:
         self.hub = hub
+        self.trace = trace  # every connection's frames, in one file
         self.place = place
         self.idle = idle
         self.max_frame_bytes = max_frame_bytes
@@ -131,8 +135,12 @@ class Runner:
             return
         self.hub.connections += 1
         self.hub.touch()
+        frames: AsyncIterator[Frame] = socket_frames(stream, self.max_frame_bytes)
+        writer: FrameWriter = SocketFrameWriter(stream)
+        if self.trace is not None:
+            frames, writer = traced_frames(frames, self.trace), TracedWriter(writer, self.trace)
         try:
-            await serve(self.hub.agent(), socket_frames(stream, self.max_frame_bytes), SocketFrameWriter(stream))
+            await serve(self.hub.agent(), frames, writer)
         except Exception:
             log.exception("a connection failed")
         finally:
