@@ -299,3 +299,12 @@ def test_the_trace_of_a_runner_holds_the_frames_of_its_connections(tmp_path, run
     cli("runner", "stop")
     methods = [json.loads(line).get("frame", {}).get("method") for line in trace.read_text().splitlines()]
     assert "initialize" in methods and "session/new" in methods
+
+
+def test_the_front_relays_bytes_unchanged_so_the_runner_answers_even_a_broken_line(tmp_path, runner_env):
+    front = Front(*runner_env, cwd=str(tmp_path))
+    front.send_raw(b"this is not json\n")
+    assert front.next_frame()["error"]["code"] == -32700
+    front.send_raw(b'{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"protocolVersion":1,')
+    front.send_raw(b'"clientCapabilities":{}}}\n')  # one frame in two writes
+    assert front.next_frame()["result"]["protocolVersion"] == 1

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import SocketAttribute, SocketStream
+from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
 
 from acp_server.acp.server import serve
 from acp_server.rpc.trace import Trace, TracedWriter, traced_frames
@@ -97,20 +97,30 @@ class Runner:
         ours = {path: path.stat().st_ino for path in (self.place.socket, self.place.control)}
         try:
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(listener.serve, self._connection)
+                accepting = anyio.CancelScope()
+                tasks.start_soon(self._accept, listener, tasks, accepting)
                 tasks.start_soon(control.serve, self._control)
                 tasks.start_soon(self._on_sigterm)
                 announce()
                 log.info("runner %s listening on %s (pid %d)", self.place.key, self.place.socket, os.getpid())
-                await self._until_done()
+                idle = await self._until_done()
+                # Stop accepting first: a front that connected just before an idle exit is served
+                # to its end (and a later one finds no runner and starts a fresh one).
+                accepting.cancel()
+                await listener.aclose()
+                _unlink_if(self.place.socket, ours.pop(self.place.socket))
+                while idle and (self.hub.connections or self.hub.live_turns) and not self._stop.is_set():
+                    await _first(self.hub.changed.wait, self._stop.wait)
+                if self._stop.is_set():
+                    await self.hub.stop_turns()
                 tasks.cancel_scope.cancel()
         finally:
             for path, inode in ours.items():
                 _unlink_if(path, inode)
             log.info("runner %s exiting", self.place.key)
 
-    async def _until_done(self) -> None:
-        """Return on stop, or once idle (no connection, no live turn) for `idle` seconds."""
+    async def _until_done(self) -> bool:
+        """Return on stop (False), or once idle (no connection, no live turn) for `idle` seconds."""
         hub = self.hub
         while not self._stop.is_set():
             changed = hub.changed
@@ -121,8 +131,17 @@ class Runner:
                 await _first(changed.wait, self._stop.wait)
             if idle.cancelled_caught:
                 log.info("idle for %g s with no connection and no live turn", self.idle)
-                return
-        await hub.stop_turns()
+                return True
+        return False
+
+    async def _accept(self, listener: SocketListener, tasks: TaskGroup, scope: anyio.CancelScope) -> None:
+        """Accept connections into the runner's task group, each counted the moment it is accepted."""
+        with scope:
+            while True:
+                stream = await listener.accept()
+                self.hub.connections += 1
+                self.hub.touch()
+                tasks.start_soon(self._connection, stream)
 
     async def _on_sigterm(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM) as signals:
@@ -131,10 +150,10 @@ class Runner:
 
     async def _connection(self, stream: SocketStream) -> None:
         if not allowed(stream):
+            self.hub.connections -= 1
+            self.hub.touch()
             await stream.aclose()
             return
-        self.hub.connections += 1
-        self.hub.touch()
         frames: AsyncIterator[Frame] = socket_frames(stream, self.max_frame_bytes)
         writer: FrameWriter = SocketFrameWriter(stream)
         if self.trace is not None:
