@@ -305,6 +305,7 @@ def test_the_front_relays_bytes_unchanged_so_the_runner_answers_even_a_broken_li
     front = Front(*runner_env, cwd=str(tmp_path))
     front.send_raw(b"this is not json\n")
     assert front.next_frame()["error"]["code"] == -32700
+    front.methods["a"] = "initialize"  # for the schema check of the answer
     front.send_raw(b'{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"protocolVersion":1,')
     front.send_raw(b'"clientCapabilities":{}}}\n')  # one frame in two writes
     assert front.next_frame()["result"]["protocolVersion"] == 1
