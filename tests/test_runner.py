@@ -309,3 +309,25 @@ def test_the_front_relays_bytes_unchanged_so_the_runner_answers_even_a_broken_li
     front.send_raw(b'{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"protocolVersion":1,')
     front.send_raw(b'"clientCapabilities":{}}}\n')  # one frame in two writes
     assert front.next_frame()["result"]["protocolVersion"] == 1
+
+
+def test_a_file_read_the_editor_should_answer_waits_for_the_next_front(tmp_path, runner_env):
+    script = tmp_path / "read.json"
+    read = {"tool": "Read notes", "kind": "read", "read_file": str(tmp_path / "notes.txt")}
+    script.write_text(json.dumps({"scenarios": [{"match": "", "steps": [read, {"say": "read it"}]}]}))
+    options = ("--agent", "scripted", "--script", str(script), "--db", str(tmp_path / "journal.db"))
+    caps = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True}}}
+    first = Front(*options, cwd=str(tmp_path))
+    first.call("initialize", caps)
+    sid = first.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+    first.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    read_until(first, lambda f: f.get("method") == "fs/read_text_file")
+    first.kill_group()
+
+    second = Front(*options, cwd=str(tmp_path))
+    second.call("initialize", caps)
+    load(second, sid, str(tmp_path))
+    asked = read_until(second, lambda f: f.get("method") == "fs/read_text_file")[-1]
+    second.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"content": "from the editor's buffer"}})
+    rest = read_until(second, lambda f: text([f]) == "read it")
+    assert "from the editor's buffer" in json.dumps(updates(rest))
