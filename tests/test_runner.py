@@ -331,3 +331,28 @@ def test_a_file_read_the_editor_should_answer_waits_for_the_next_front(tmp_path,
     second.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"content": "from the editor's buffer"}})
     rest = read_until(second, lambda f: text([f]) == "read it")
     assert "from the editor's buffer" in json.dumps(updates(rest))
+
+
+def test_a_runner_that_closes_before_answering_is_replaced_and_gets_what_the_editor_sent(tmp_path, runner_env):
+    from acp_server.cli.main import build_parser
+    from acp_server.cli.runner import runner_config
+    from acp_server.runner.paths import place_for
+
+    place = place_for(runner_config(build_parser().parse_args(list(runner_env))))
+    dying = socket.socket(socket.AF_UNIX)  # a runner caught exiting idle: accepts, then closes
+    dying.bind(str(place.socket))
+    dying.listen()
+    front = Front(*runner_env, cwd=str(tmp_path))
+    front.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    received = b""
+    while not received.endswith(b"\n"):  # the editor's request reached it, unanswered
+        connection, _ = dying.accept()  # the front's probe first, which sends nothing
+        received = b""
+        while (chunk := connection.recv(65536)) and not (received := received + chunk).endswith(b"\n"):
+            pass
+        connection.close()
+    dying.close()
+    answer = front.next_frame()
+    assert answer["result"]["protocolVersion"] == 1
+    [runner] = runners()
+    assert runner["connections"] == 1

@@ -89,12 +89,13 @@ def run_front(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from acp_server.runner.paths import place_for
 
     place = place_for(runner_config(args))
+    argv = runner_argv(args)
     try:
-        ensure_runner(place, runner_argv(args))
+        ensure_runner(place, argv)
+        anyio.run(relay, place, lambda: ensure_runner(place, argv))
     except (RunnerStartError, OSError) as exc:
         print(f"acp-server: {exc}", file=sys.stderr)
         return 1
-    anyio.run(relay, place)
     return 0
 
 

@@ -17,13 +17,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Generator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from pathlib import Path
 
 import anyio
 from anyio.abc import SocketStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from acp_server.rpc.wire import PipeWriter, claim_stdout
+from acp_server.rpc.wire import FrameWriter, PipeWriter, claim_stdout
 from acp_server.runner.paths import RunnerPlace
 
 log = logging.getLogger(__name__)
@@ -119,19 +120,62 @@ def _read_line(fd: int, timeout: float) -> bytes:
     return data
 
 
-async def relay(place: RunnerPlace) -> None:
-    """stdin -> runner and runner -> stdout, bytes unchanged, until the runner closes."""
+async def relay(place: RunnerPlace, restart: Callable[[], object]) -> None:
+    """stdin -> runner and runner -> stdout, bytes unchanged, until the runner closes. A runner
+    that closes before answering anything (it was exiting idle as we connected) is replaced once
+    (`restart`), and what the editor had sent so far goes to the new one."""
     wire_fd = claim_stdout()
     writer = await PipeWriter.open(wire_fd)
-    stream = await anyio.connect_unix(place.socket)
+    unanswered = bytearray()  # sent before the runner's first byte back
+    send, receive = anyio.create_memory_object_stream[bytes](16)
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(_upstream, stream)
+        tasks.start_soon(_read_stdin, send)
+        for attempt in range(2):
+            stream = await anyio.connect_unix(place.socket)
+            answered = await _connection(stream, receive, writer, unanswered)
+            if answered or not unanswered or attempt:
+                break
+            log.warning("the runner closed before answering; starting a fresh one")
+            await anyio.to_thread.run_sync(restart)
+        tasks.cancel_scope.cancel()
+    await writer.aclose()
+
+
+async def _read_stdin(send: MemoryObjectSendStream[bytes]) -> None:
+    async with send:
+        async for chunk in _stdin_chunks(0):
+            await send.send(chunk)
+
+
+async def _connection(
+    stream: SocketStream, receive: MemoryObjectReceiveStream[bytes], writer: FrameWriter, unanswered: bytearray
+) -> bool:
+    """Relay over one connection until the runner closes it; whether it answered anything."""
+    answered = False
+    async with anyio.create_task_group() as tasks:
+
+        async def upstream() -> None:
+            try:
+                if unanswered:
+                    await stream.send(bytes(unanswered))
+                async for chunk in receive:
+                    if not answered:
+                        unanswered.extend(chunk)
+                    await stream.send(chunk)
+                await stream.send_eof()  # the runner sees the end of input; our sessions detach
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                log.info("the runner closed the connection")
+
+        tasks.start_soon(upstream)
         try:
             while True:
                 try:
                     data = await stream.receive(CHUNK)
-                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
                     break
+                if not answered:
+                    answered = True
+                    unanswered.clear()
                 await writer.write(data)
         except (BrokenPipeError, ConnectionError):
             log.info("the editor closed our stdout")
@@ -139,16 +183,7 @@ async def relay(place: RunnerPlace) -> None:
             tasks.cancel_scope.cancel()
             with contextlib.suppress(OSError, anyio.BrokenResourceError):
                 await stream.aclose()
-            await writer.aclose()
-
-
-async def _upstream(stream: SocketStream) -> None:
-    try:
-        async for chunk in _stdin_chunks(0):
-            await stream.send(chunk)
-        await stream.send_eof()  # the runner sees the end of input; our sessions detach
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        log.info("the runner closed the connection")
+    return answered
 
 
 async def _stdin_chunks(fd: int) -> AsyncIterator[bytes]:
