@@ -79,7 +79,8 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 class AcpAgent:
     """The handlers of one connection. `peer` is the connection they talk back through (a
-    fresh one by default); `acp.server.serve` runs it with these handlers."""
+    fresh one by default); `acp.server.serve` runs it with these handlers. `sessions` and
+    `outbound` let a runner keep sessions and turns beyond one connection."""
 
     def __init__(
         self,
@@ -88,12 +89,16 @@ class AcpAgent:
         *,
         journal: Journal | None = None,
         peer: Peer | None = None,
+        sessions: SessionStore | None = None,
+        outbound: Peer | None = None,
     ) -> None:
         self.adapter = adapter
         self.options = options or AgentOptions()
         self.capabilities: AdapterCapabilities = adapter.capabilities()
         self.journal = journal
-        self.sessions = SessionStore(journal, adapter_name=adapter.name)
+        # A runner shares `sessions` between its connections, and turns talk through `outbound`
+        # (the session's current editor) rather than through the connection they started on.
+        self.sessions = sessions if sessions is not None else SessionStore(journal, adapter_name=adapter.name)
         self.client = ClientCapabilities()
         self.peer = peer if peer is not None else Peer(sequential=SEQUENTIAL)
         self._initialized = False
@@ -103,7 +108,7 @@ class AcpAgent:
             options=self.options,
             journal=journal,
             sessions=self.sessions,
-            peer=self.peer,
+            peer=outbound if outbound is not None else self.peer,
             client=lambda: self.client,
             commands=self._commands,
             set_mode=self._set_mode,

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 from acp_server.cli.settings import add_server_options, agent_settings
 
 if TYPE_CHECKING:
+    from acp_server.acp.prompting import AgentOptions
     from acp_server.rpc.trace import Trace
+    from adapters.base import RuntimeAdapter
 
 # Loggers that follow --log-level; every other logger (aiosqlite logs each statement at DEBUG,
 # asyncio, httpx, httpcore, mcp ...) stays at WARNING unless named in --log-libraries.
@@ -55,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     from acp_server.cli.inspect import add_commands
 
     add_commands(commands)
+    from acp_server.cli.runner import add_command as add_runner_command
+
+    add_runner_command(commands)
     return parser
 
 
@@ -91,6 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from acp_server.cli.doctor import run_doctor
 
         return run_doctor(args, sys.argv[1:] if argv is None else argv)
+    if args.command == "runner":
+        from acp_server.cli.runner import run_runner_command
+
+        return run_runner_command(args, parser, build=lambda: _build(args, parser))
     if args.command is not None:
         from acp_server.cli.inspect import run_inspect_command
 
@@ -99,10 +108,39 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from acp_server.cli.runner import run_front, runner_on
+
+    if runner_on(args):
+        return run_front(args, parser)  # a thin front: the runner builds the agent
     import anyio
 
-    from acp_server.acp.handlers import AcpAgent, AgentOptions
+    from acp_server.acp.handlers import AcpAgent
     from acp_server.acp.server import serve_stdio
+
+    adapter, options = _build(args, parser)
+    trace = _open_trace(args.trace, parser)
+
+    async def serve() -> None:
+        from journal.store import Journal, default_path
+
+        journal = await Journal.open(args.db or default_path())
+        try:
+            agent = AcpAgent(adapter, options, journal=journal)
+            await serve_stdio(agent, max_frame_bytes=args.max_frame_bytes, trace=trace)
+        finally:
+            await journal.close()
+
+    try:
+        anyio.run(serve)
+    finally:
+        if trace is not None:
+            trace.close()
+    return 0
+
+
+def _build(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[RuntimeAdapter, AgentOptions]:
+    """The adapter and the options of a server, after checking them (an error exits)."""
+    from acp_server.acp.handlers import AgentOptions
     from acp_server.turns.terminal import TERMINAL_CHOICES, terminal_choice
     from adapters.registry import create_adapter
 
@@ -127,24 +165,7 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         terminal=terminal,
         haui=args.haui == "on",
     )
-    trace = _open_trace(args.trace, parser)
-
-    async def serve() -> None:
-        from journal.store import Journal, default_path
-
-        journal = await Journal.open(args.db or default_path())
-        try:
-            agent = AcpAgent(adapter, options, journal=journal)
-            await serve_stdio(agent, max_frame_bytes=args.max_frame_bytes, trace=trace)
-        finally:
-            await journal.close()
-
-    try:
-        anyio.run(serve)
-    finally:
-        if trace is not None:
-            trace.close()
-    return 0
+    return adapter, options
 
 
 def _open_trace(path: str | None, parser: argparse.ArgumentParser) -> Trace | None:

@@ -97,6 +97,32 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
         "--max-frame-bytes",
         {"help": "longest accepted input line in bytes (default: 64 MiB)", "type": int, "default": 64 << 20},
     ),
+    (
+        "--runner",
+        {
+            "help": "runner mode: relay to a per-user background runner (started when none runs) that keeps "
+            "turns going when the editor goes away (1 with no value; 0 turns it off)",
+            "nargs": "?",
+            "const": "1",
+        },
+    ),
+    (
+        "--runner-idle",
+        {
+            "help": "runner mode: seconds a runner with no connection and no live turn stays (default: 600)",
+            "type": float,
+            "default": 600.0,
+        },
+    ),
+    (
+        "--detached-wait",
+        {
+            "help": "runner mode: seconds a question waits for an editor to attach before it fails closed "
+            "(default: 600)",
+            "type": float,
+            "default": 600.0,
+        },
+    ),
 ]
 
 

@@ -1,0 +1,218 @@
+"""Runner mode on the command line: the front (`acp-server --runner`), the runner itself
+(`acp-server runner serve`, started by a front), and `acp-server runner status|stop`.
+
+A runner is named after the options that change what it does (everything in the option table
+but logging and runner mode itself), so fronts with different options get different runners.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acp_server.cli.settings import SERVER_OPTIONS, add_server_options
+
+if TYPE_CHECKING:
+    from acp_server.acp.prompting import AgentOptions
+    from acp_server.rpc.trace import Trace
+    from adapters.base import RuntimeAdapter
+
+TRUE = frozenset({"1", "true", "yes", "on"})
+NOT_HASHED = frozenset({"log_level", "log_file", "log_libraries", "runner"})
+CONTROL_TIMEOUT = 10.0  # seconds `status` waits for each runner; `stop` waits longer (turns end)
+STOP_TIMEOUT = 30.0
+
+Build = Callable[[], "tuple[RuntimeAdapter, AgentOptions]"]
+
+
+def runner_on(args: argparse.Namespace) -> bool:
+    value = getattr(args, "runner", None)
+    return value is not None and str(value).strip().lower() in TRUE
+
+
+def add_command(commands: Any) -> None:
+    runner = commands.add_parser(
+        "runner",
+        help="list or stop the background runners of runner mode (--runner)",
+        description="Runner mode keeps turns going when the editor goes away; see the README.",
+    )
+    actions = runner.add_subparsers(dest="runner_command", metavar="ACTION", required=True)
+    status = actions.add_parser("status", help="list the running runners")
+    status.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    actions.add_parser("stop", help="cancel the runners' live turns cleanly, then stop them")
+    serve = actions.add_parser("serve", help="be a runner (fronts start this; not for editors)")
+    add_server_options(serve, defaults=False)
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def runner_config(args: argparse.Namespace) -> dict[str, object]:
+    config: dict[str, object] = {}
+    for flag, _spec in SERVER_OPTIONS:
+        dest = _dest(flag)
+        if dest not in NOT_HASHED:
+            config[dest] = getattr(args, dest, None)
+    from journal.store import default_path
+
+    config["db"] = os.path.abspath(str(config.get("db") or default_path()))
+    for path_option in ("script", "trace"):
+        value = config.get(path_option)
+        if isinstance(value, str) and value and ":" not in value:
+            config[path_option] = os.path.abspath(value)
+    return config
+
+
+def runner_argv(args: argparse.Namespace) -> list[str]:
+    """`runner serve` with every server option spelled out (the front's cwd and env may differ)."""
+    argv = ["runner", "serve"]
+    for flag, _spec in SERVER_OPTIONS:
+        dest = _dest(flag)
+        value = runner_config(args).get(dest, getattr(args, dest, None))
+        if dest != "runner" and value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def run_front(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import anyio
+
+    from acp_server.runner.front import RunnerStartError, ensure_runner, relay
+    from acp_server.runner.paths import place_for
+
+    place = place_for(runner_config(args))
+    argv = runner_argv(args)
+    try:
+        ensure_runner(place, argv)
+        anyio.run(relay, place, lambda: ensure_runner(place, argv))
+    except (RunnerStartError, OSError) as exc:
+        print(f"acp-server: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_runner_command(args: argparse.Namespace, parser: argparse.ArgumentParser, *, build: Build) -> int:
+    if args.runner_command == "serve":
+        return _serve_runner(args, parser, build)
+    if args.runner_command == "status":
+        return _status(as_json=args.json)
+    return _stop()
+
+
+def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, build: Build) -> int:
+    import anyio
+
+    from acp_server.runner.daemon import Runner
+    from acp_server.runner.front import READY
+    from acp_server.runner.hub import Hub, RunnerJournal
+    from acp_server.runner.paths import place_for
+
+    if args.runner_idle <= 0 or args.detached_wait <= 0:
+        parser.error("--runner-idle and --detached-wait must be positive numbers of seconds")
+    adapter, options = build()
+    place = place_for(runner_config(args))
+    os.chdir("/")  # hold no directory of the front's open
+
+    def announce() -> None:
+        os.write(1, READY)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)  # nothing but the ready line goes to the front that started us
+        os.close(devnull)
+
+    trace = open_trace(args.trace)
+
+    async def serve() -> None:
+        journal = await RunnerJournal.open(str(place.config["db"]))
+        try:
+            hub = Hub(adapter=adapter, options=options, journal=journal, detached_wait=args.detached_wait)
+            runner = Runner(
+                hub=hub, place=place, idle=args.runner_idle, max_frame_bytes=args.max_frame_bytes, trace=trace
+            )
+            await runner.run(announce)
+        finally:
+            await journal.close()
+
+    try:
+        anyio.run(serve)
+    finally:
+        if trace is not None:
+            trace.close()
+    return 0
+
+
+def open_trace(path: str | None) -> Trace | None:
+    """The runner's wire trace (all its connections), redacted as the journal is."""
+    if not path:
+        return None
+    from acp_server.rpc.trace import Trace
+    from journal.redact import redact, redact_text
+
+    return Trace.open(path, redact=redact, redact_text=redact_text)
+
+
+def _ask(path: Path, command: bytes, timeout: float) -> dict[str, Any] | None:
+    """One control command's answer; None when nothing answers there (a stale file is removed)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(os.fspath(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        sock.sendall(command + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    try:
+        answer: object = json.loads(data)
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None  # pyright: ignore[reportUnknownVariableType] -- JSON
+
+
+def _controls() -> list[Path]:
+    from acp_server.runner.paths import runtime_dir
+
+    return sorted(runtime_dir().glob("runner-*.ctl"))
+
+
+def running(timeout: float = CONTROL_TIMEOUT) -> list[dict[str, Any]]:
+    return [status for path in _controls() if (status := _ask(path, b"status", timeout)) is not None]
+
+
+def _status(*, as_json: bool) -> int:
+    runners = running()
+    if as_json:
+        print(json.dumps(runners))
+        return 0
+    if not runners:
+        print("no runner is running")
+    for runner in runners:
+        config = runner.get("config", {})
+        print(
+            f"pid {runner['pid']}  agent {config.get('agent')}  sessions {runner['sessions']}  "
+            f"live turns {runner['liveTurns']}  connections {runner['connections']}  "
+            f"up {runner['uptime']:.0f} s\n  socket {runner['socket']}\n  log {runner['log']}"
+        )
+    return 0
+
+
+def _stop() -> int:
+    stopped = [answer for path in _controls() if (answer := _ask(path, b"stop", STOP_TIMEOUT)) is not None]
+    for answer in stopped:
+        print(f"stopped runner pid {answer['pid']} (cancelled {answer['cancelled']} live turn(s))")
+    if not stopped:
+        print("no runner is running")
+    return 0

@@ -1,0 +1,220 @@
+"""The runner process: ACP over a Unix domain socket, one `RunnerAgent` per connection, over one
+`Hub`; a control socket beside it answers `status` and `stop`.
+
+Only the runner's own user may connect (peer credentials); the socket lives in a 0700 directory.
+It exits after `idle` seconds with no connection and no live turn, on `stop` (after cancelling
+its live turns) and on SIGTERM (likewise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
+
+from acp_server.acp.server import serve
+from acp_server.rpc.trace import Trace, TracedWriter, traced_frames
+from acp_server.rpc.wire import Frame, FrameWriter, split_lines
+from acp_server.runner.hub import Hub
+from acp_server.runner.paths import RunnerPlace, peer_uid, same_user
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1 << 16
+CONTROL_TIMEOUT = 5.0
+
+
+class SocketFrameWriter:
+    """The peer's writer over a socket; a gone reader is the OSError the peer expects."""
+
+    def __init__(self, stream: SocketStream) -> None:
+        self._stream = stream
+
+    async def write(self, data: bytes) -> None:
+        try:
+            await self._stream.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise BrokenPipeError("the front closed the connection") from exc
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self._stream.aclose()
+
+
+async def socket_frames(stream: SocketStream, max_frame_bytes: int) -> AsyncIterator[Frame]:
+    feed = split_lines(max_frame_bytes)
+    while True:
+        try:
+            chunk = await stream.receive(CHUNK)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            break
+        for frame in feed(chunk):
+            yield frame
+    for frame in feed(b"\n"):
+        if frame:
+            yield frame
+
+
+def allowed(stream: SocketStream) -> bool:
+    raw: socket.socket = stream.extra(SocketAttribute.raw_socket)  # noqa: S610 -- anyio, not Django
+    uid = peer_uid(raw)
+    if same_user(uid):
+        return True
+    log.warning("refused a connection from uid %s (only uid %d may connect)", uid, os.getuid())
+    return False
+
+
+class Runner:
+    """One runner: the hub, its listeners, and when to stop."""
+
+    def __init__(
+        self, *, hub: Hub, place: RunnerPlace, idle: float, max_frame_bytes: int, trace: Trace | None = None
+    ) -> None:
+        self.hub = hub
+        self.trace = trace  # every connection's frames, in one file
+        self.place = place
+        self.idle = idle
+        self.max_frame_bytes = max_frame_bytes
+        self.started = time.time()
+        self._stop = anyio.Event()
+
+    async def run(self, announce: Callable[[], None]) -> None:
+        await self.hub.run(lambda: self._listen(announce))
+
+    async def _listen(self, announce: Callable[[], None]) -> None:
+        listener = await anyio.create_unix_listener(self.place.socket, mode=0o600)
+        control = await anyio.create_unix_listener(self.place.control, mode=0o600)
+        ours = {path: path.stat().st_ino for path in (self.place.socket, self.place.control)}
+        try:
+            async with anyio.create_task_group() as tasks:
+                accepting = anyio.CancelScope()
+                tasks.start_soon(self._accept, listener, tasks, accepting)
+                tasks.start_soon(control.serve, self._control)
+                tasks.start_soon(self._on_sigterm)
+                announce()
+                log.info("runner %s listening on %s (pid %d)", self.place.key, self.place.socket, os.getpid())
+                idle = await self._until_done()
+                # Stop accepting first: a front that connected just before an idle exit is served
+                # to its end (and a later one finds no runner and starts a fresh one).
+                accepting.cancel()
+                await listener.aclose()
+                _unlink_if(self.place.socket, ours.pop(self.place.socket))
+                while idle and (self.hub.connections or self.hub.live_turns) and not self._stop.is_set():
+                    await _first(self.hub.changed.wait, self._stop.wait)
+                if self._stop.is_set():
+                    await self.hub.stop_turns()
+                tasks.cancel_scope.cancel()
+        finally:
+            for path, inode in ours.items():
+                _unlink_if(path, inode)
+            log.info("runner %s exiting", self.place.key)
+
+    async def _until_done(self) -> bool:
+        """Return on stop (False), or once idle (no connection, no live turn) for `idle` seconds."""
+        hub = self.hub
+        while not self._stop.is_set():
+            changed = hub.changed
+            if hub.connections or hub.live_turns:
+                await _first(changed.wait, self._stop.wait)
+                continue
+            with anyio.move_on_after(self.idle) as idle:
+                await _first(changed.wait, self._stop.wait)
+            if idle.cancelled_caught:
+                log.info("idle for %g s with no connection and no live turn", self.idle)
+                return True
+        return False
+
+    async def _accept(self, listener: SocketListener, tasks: TaskGroup, scope: anyio.CancelScope) -> None:
+        """Accept connections into the runner's task group, each counted the moment it is accepted."""
+        with scope:
+            while True:
+                stream = await listener.accept()
+                self.hub.connections += 1
+                self.hub.touch()
+                tasks.start_soon(self._connection, stream)
+
+    async def _on_sigterm(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _ in signals:
+                self._stop.set()
+
+    async def _connection(self, stream: SocketStream) -> None:
+        if not allowed(stream):
+            self.hub.connections -= 1
+            self.hub.touch()
+            await stream.aclose()
+            return
+        frames: AsyncIterator[Frame] = socket_frames(stream, self.max_frame_bytes)
+        writer: FrameWriter = SocketFrameWriter(stream)
+        if self.trace is not None:
+            frames, writer = traced_frames(frames, self.trace), TracedWriter(writer, self.trace)
+        try:
+            await serve(self.hub.agent(), frames, writer)
+        except Exception:
+            log.exception("a connection failed")
+        finally:
+            self.hub.connections -= 1
+            self.hub.touch()
+
+    def status(self) -> dict[str, Any]:
+        hub = self.hub
+        return {
+            "pid": os.getpid(),
+            "key": self.place.key,
+            "socket": str(self.place.socket),
+            "config": self.place.config,
+            "log": str(self.place.log),
+            "sessions": len(hub.sessions.all_live()),
+            "attached": hub.routes.attached(),
+            "connections": hub.connections,
+            "liveTurns": hub.live_turns,
+            "uptime": round(time.time() - self.started, 3),
+        }
+
+    async def _control(self, stream: SocketStream) -> None:
+        try:
+            if not allowed(stream):
+                return
+            with anyio.fail_after(CONTROL_TIMEOUT):
+                command = (await stream.receive(1024)).strip()
+            if command == b"status":
+                await stream.send(json.dumps(self.status()).encode() + b"\n")
+            elif command == b"stop":
+                live = self.hub.live_turns
+                await self.hub.stop_turns()
+                await stream.send(json.dumps({"pid": os.getpid(), "stopped": True, "cancelled": live}).encode() + b"\n")
+                self._stop.set()
+        except (TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
+            log.info("control connection ended: %r", exc)
+        finally:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError):
+                await stream.aclose()
+
+
+async def _first(*waits: Callable[[], Any]) -> None:
+    """Return as soon as any of `waits` returns."""
+    async with anyio.create_task_group() as tasks:
+
+        async def one(wait: Callable[[], Any]) -> None:
+            await wait()
+            tasks.cancel_scope.cancel()
+
+        for wait in waits:
+            tasks.start_soon(one, wait)
+
+
+def _unlink_if(path: Path, inode: int) -> None:
+    """Remove our socket file, unless a newer runner has put its own there."""
+    with contextlib.suppress(OSError):
+        if path.stat().st_ino == inode:
+            path.unlink()

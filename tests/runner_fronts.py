@@ -1,0 +1,83 @@
+"""Runner-mode fronts as real subprocesses, each in its own process group (as an editor starts
+them), with the runtime and data directories of one test; and ways to find their runners."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from stdio_server import StdioServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Front(StdioServer):
+    """`acp-server --runner ...` in a new session; `kill_group` SIGKILLs its whole group."""
+
+    def __init__(self, *args: str, cwd: str | None = None) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "acp_server", "--runner", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self.frames: list[dict[str, Any]] = []
+        self.methods: dict[Any, str] = {}
+        self._next_id = 0
+        self.permission_option = "allow_once"
+        self.stderr = b""
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        self._stderr_thread = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_thread.start()
+
+    def kill_group(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def initialize(self) -> None:
+        self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "acp_server", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+def runners() -> list[dict[str, Any]]:
+    done = cli("runner", "status", "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def short_runtime_dir() -> str:
+    """A Unix socket path must stay under ~100 bytes: pytest's tmp_path can be longer."""
+    return tempfile.mkdtemp(prefix="acpr-", dir="/tmp")
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def wait_until(condition, timeout: float = 30, what: str = "the condition") -> None:
+    """Wait for an outside process to reach a state (there is no event to wait on across processes)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
