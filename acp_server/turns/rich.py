@@ -6,10 +6,12 @@ agent's raw text; what the editor is shown passes through one `RichReply` per ru
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from acp_server.haui import ReplyFilter
 from adapters.events import RuntimeEvent, TextDelta, TurnFinished
+
+if TYPE_CHECKING:
+    from acp_server.haui import ReplyFilter
 
 HAUI_OPTION = "haui"  # the per-session config option; its values are "on" and "off"
 HAUI_VALUES = ("on", "off")
@@ -25,7 +27,11 @@ class RichReply:
     """One run's text as shown: HAUI fences drawn as Markdown (`enabled`), or untouched."""
 
     def __init__(self, *, enabled: bool) -> None:
-        self._filter = ReplyFilter() if enabled else None
+        self._filter: ReplyFilter | None = None
+        if enabled:
+            from acp_server.haui import ReplyFilter  # on the first turn, not in the start-up path
+
+            self._filter = ReplyFilter()
 
     def shown(self, event: RuntimeEvent) -> list[RuntimeEvent]:
         """The events to map for `event`: a delta's text safe to show now (maybe none), and,
