@@ -87,7 +87,7 @@ def split_lines(max_frame_bytes: int) -> Callable[[bytes], list[Frame]]:
 async def read_frames(fd: int, max_frame_bytes: int) -> AsyncIterator[Frame]:
     """Yield the frames read from `fd` until EOF; a final unterminated line counts as a frame."""
     feed = split_lines(max_frame_bytes)
-    async for chunk in _read_chunks(fd):
+    async for chunk in read_chunks(fd):
         for frame in feed(chunk):
             yield frame
     for frame in feed(b"\n"):
@@ -95,7 +95,8 @@ async def read_frames(fd: int, max_frame_bytes: int) -> AsyncIterator[Frame]:
             yield frame
 
 
-async def _read_chunks(fd: int) -> AsyncIterator[bytes]:
+async def read_chunks(fd: int) -> AsyncIterator[bytes]:
+    """The bytes of `fd` as they arrive, up to 64 KiB at a time (a pipe, a tty or a file)."""
     if _is_regular_file(fd):
         while chunk := await anyio.to_thread.run_sync(os.read, fd, 1 << 16):
             yield chunk

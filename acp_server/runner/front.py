@@ -5,26 +5,24 @@ relays bytes both ways between its stdio and the runner's socket, parsing nothin
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import logging
 import os
 import select
 import socket
-import stat
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 
 import anyio
 from anyio.abc import SocketStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from acp_server.rpc.wire import FrameWriter, PipeWriter, claim_stdout
+from acp_server.rpc.wire import FrameWriter, PipeWriter, claim_stdout, read_chunks
 from acp_server.runner.paths import RunnerPlace
 
 log = logging.getLogger(__name__)
@@ -143,7 +141,7 @@ async def relay(place: RunnerPlace, restart: Callable[[], object]) -> None:
 
 async def _read_stdin(send: MemoryObjectSendStream[bytes]) -> None:
     async with send:
-        async for chunk in _stdin_chunks(0):
+        async for chunk in read_chunks(0):
             await send.send(chunk)
 
 
@@ -184,19 +182,3 @@ async def _connection(
             with contextlib.suppress(OSError, anyio.BrokenResourceError):
                 await stream.aclose()
     return answered
-
-
-async def _stdin_chunks(fd: int) -> AsyncIterator[bytes]:
-    if stat.S_ISREG(os.fstat(fd).st_mode):
-        while chunk := await anyio.to_thread.run_sync(os.read, fd, CHUNK):
-            yield chunk
-        return
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
-    pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
-    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
-    try:
-        while chunk := await reader.read(CHUNK):
-            yield chunk
-    finally:
-        transport.close()
