@@ -100,6 +100,28 @@ def reply(
     return Stream(chunks, hold_open=hold_open)
 
 
+def contract_answers(greeting_usage: dict[str, Any]) -> Callable[[dict[str, Any]], Stream | Failure]:
+    """The model behind `adapters.contract` runs, answering by prompt: "hello" streams text,
+    "create hello.txt" asks to write a file (and says it is done once it sees the tool result),
+    "think forever" holds its stream open until cancelled, "break" fails with HTTP 400. Prompts
+    are matched as substrings, since an agent may wrap them (Hermes adds its own context)."""
+
+    def answer(body: dict[str, Any]) -> Stream | Failure:
+        messages = body["messages"]
+        prompt = str(next(m["content"] for m in reversed(messages) if m["role"] == "user"))
+        if messages[-1]["role"] == "tool":
+            return reply("Done.", usage={"prompt_tokens": 50, "completion_tokens": 2})
+        if "create hello.txt" in prompt:
+            return reply(tools=[("write_file", {"path": "hello.txt", "content": "hello\n"})])
+        if "think forever" in prompt:
+            return reply("Thinking", hold_open=True)
+        if "break" in prompt:
+            return Failure(400, "this request is broken")
+        return reply("Hello there!", usage=greeting_usage)
+
+    return answer
+
+
 def tokens_of(body: Any) -> int:
     """The fake's own token count of a request: 4 bytes of its JSON a token."""
     return len(json.dumps(body)) // 4

@@ -1,9 +1,4 @@
-"""The adapter contract, run against Hermes' real AIAgent and the fake model on 127.0.0.1.
-
-The fake answers by prompt: "hello" streams text, "create hello.txt" asks to write a file
-(then says it is done once it sees the tool result), "think forever" holds its stream open
-until cancelled, "break" fails with HTTP 400.
-"""
+"""The adapter contract, run against Hermes' real AIAgent and the fake model on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -14,25 +9,13 @@ import pytest
 
 pytest.importorskip("run_agent", reason="the hermes extra is not installed")
 
-from fake_openai import Failure, FakeOpenAI, Stream, reply
+from fake_openai import FakeOpenAI, contract_answers
 from hermes_home import make_home
 
 from adapters.contract import AdapterContract
 from adapters.hermes import HermesAdapter
 
-
-def answer(body: dict[str, Any]) -> Stream | Failure:
-    messages = body["messages"]
-    prompt = next(m["content"] for m in reversed(messages) if m["role"] == "user")
-    if messages[-1]["role"] == "tool":
-        return reply("Done.", usage={"prompt_tokens": 50, "completion_tokens": 2})
-    if "create hello.txt" in str(prompt):
-        return reply(tools=[("write_file", {"path": "hello.txt", "content": "hello\n"})])
-    if "think forever" in str(prompt):
-        return reply("Thinking", hold_open=True)
-    if "break" in str(prompt):
-        return Failure(400, "this request is broken")
-    return reply("Hello there!", usage={"prompt_tokens": 10, "completion_tokens": 3})
+answer = contract_answers({"prompt_tokens": 10, "completion_tokens": 3})
 
 
 class TestHermesAdapterContract(AdapterContract):

@@ -1,9 +1,4 @@
-"""The adapter contract every agent passes, run against the openai agent and a fake endpoint.
-
-The fake answers by prompt: "hello" streams text, "create hello.txt" asks to write a file
-(then says it is done once it sees the tool result), "think forever" holds its stream open
-until cancelled, "break" fails with HTTP 400.
-"""
+"""The adapter contract every agent passes, run against the openai agent and a fake endpoint."""
 
 from __future__ import annotations
 
@@ -11,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_openai import Failure, FakeOpenAI, Stream, reply
+from fake_openai import FakeOpenAI, contract_answers
 
 from adapters.contract import AdapterContract
 from adapters.openai import OpenAIAdapter
@@ -19,18 +14,7 @@ from adapters.openai import OpenAIAdapter
 pytest.importorskip("httpx", reason="the openai extra is not installed")
 
 
-def answer(body: dict[str, Any]) -> Stream | Failure:
-    messages = body["messages"]
-    prompt = next(m["content"] for m in reversed(messages) if m["role"] == "user")
-    if messages[-1]["role"] == "tool":
-        return reply("Done.", usage={"prompt_tokens": 50, "completion_tokens": 2})
-    if prompt == "create hello.txt":
-        return reply(tools=[("write_file", {"path": "hello.txt", "content": "hello\n"})])
-    if prompt == "think forever":
-        return reply("Thinking", hold_open=True)
-    if prompt == "break":
-        return Failure(400, "this request is broken")
-    return reply("Hello there!", usage={"prompt_tokens": 10, "completion_tokens": 3, "cost": 0.001})
+answer = contract_answers({"prompt_tokens": 10, "completion_tokens": 3, "cost": 0.001})
 
 
 class TestOpenAIAdapterContract(AdapterContract):
