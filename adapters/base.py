@@ -60,6 +60,24 @@ class EditorFeatures:
     notices: bool = False
 
 
+class SessionNotes(Protocol):
+    """What an agent may tell the editor about a session outside its turns, such as a title its
+    model names after a turn has ended. Callable from any thread but the server's event loop,
+    while the session is open; dropped once the session is closed or the server has stopped."""
+
+    def title(self, title: str) -> None: ...
+
+
+class _NoNotes:
+    """Where notes go when nobody listens (an adapter driven without a server)."""
+
+    def title(self, title: str) -> None:
+        pass
+
+
+NO_NOTES: SessionNotes = _NoNotes()
+
+
 @dataclass(frozen=True, slots=True)
 class TurnInput:
     session_id: str
@@ -72,6 +90,7 @@ class TurnInput:
     additional_directories: tuple[str, ...] = ()  # more workspace roots besides cwd
     transcript: Transcript | None = None  # the agent's own saved transcript, if it saved one
     editor: EditorFeatures = field(default_factory=EditorFeatures)
+    notes: SessionNotes = NO_NOTES  # outlives the turn: for what the agent learns later
 
     @property
     def text(self) -> str:

@@ -376,6 +376,24 @@ class RunningTurn:
         return TurnFinished(self._returned)
 
 
+class RecordingNotes:
+    """SessionNotes that keep what the agent told them, for tests of what comes after a turn."""
+
+    def __init__(self) -> None:
+        self.titles: list[str] = []
+        self._told = threading.Event()
+
+    def title(self, title: str) -> None:
+        self.titles.append(title)
+        self._told.set()
+
+    def wait_title(self, timeout: float) -> str:
+        """The first title told; TimeoutError if none comes within `timeout` seconds."""
+        if not self._told.wait(timeout):
+            raise TimeoutError(f"no title within {timeout:g} s")
+        return self.titles[0]
+
+
 def turn_input(prompt: str | TurnInput, **fields: Any) -> TurnInput:
     """A TurnInput from prompt text; `fields` override session_id, cwd, history, mode, config."""
     if isinstance(prompt, TurnInput):

@@ -56,6 +56,19 @@ def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extr
     return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": "fake", "choices": choices, **extra}
 
 
+def completion(stream: Stream) -> dict[str, Any]:
+    """The non-streaming answer with the same text and usage as `stream` (tool calls left out)."""
+    text, finish, usage = "", "stop", None
+    for item in stream.chunks:
+        for choice in item.get("choices") or []:
+            text += choice["delta"].get("content") or ""
+            finish = choice.get("finish_reason") or finish
+        usage = item.get("usage") or usage
+    message = {"role": "assistant", "content": text}
+    answer = {"id": "chatcmpl-fake", "object": "chat.completion", "model": "fake", "created": 0}
+    return answer | {"choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
+
+
 def reply(
     text: str = "",
     *,
@@ -232,6 +245,8 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             answer = fake.next_answer(body)
             if isinstance(answer, Failure):
                 self._fail(answer)
+            elif isinstance(body, dict) and not body.get("stream"):
+                self._json(200, completion(answer))  # a request that did not ask for a stream
             else:
                 self._stream(answer)
 

@@ -349,6 +349,7 @@ class AcpAgent:
             (),
             mcp_servers=session.mcp_servers,
             additional_directories=session.additional_directories,
+            notes=self.prompts.notes(session.id),
         )
 
         async def open_() -> None:

@@ -5,19 +5,22 @@ through `publish`, the one place that journals it and maps it to a `session/upda
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from acp_server.acp.commands import CommandContext, builtin_invocation, run_builtin
 from acp_server.acp.options import effective_config
 from acp_server.acp.sessions import Session, SessionStore
 from acp_server.protocol import methods
 from acp_server.protocol.models import AvailableCommand, PromptResult, Usage
-from acp_server.rpc.errors import INTERNAL_ERROR, RpcError
+from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.turns.mapping import to_update
 from acp_server.turns.policy import DEFAULT_MODE
@@ -25,11 +28,12 @@ from acp_server.turns.rich import RichReply, haui_on
 from acp_server.turns.services import ClientCapabilities, ClientTools
 from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
 from acp_server.turns.terminal import TerminalChoice
-from adapters.base import AdapterCapabilities, EditorFeatures, RuntimeAdapter, TurnInput
+from adapters.base import AdapterCapabilities, EditorFeatures, RuntimeAdapter, SessionNotes, TurnInput
 from adapters.events import Envelope, PromptReceived, RuntimeEvent, TextDelta, TitleChanged, TurnFinished
 from journal.states import RESPONSE_KINDS, RunState, final_state
 from journal.store import Journal
 
+log = logging.getLogger(__name__)
 Blocks = tuple[dict[str, Any], ...]
 CLIENT_LEFT_ERROR = "the client closed the connection during the turn"
 
@@ -41,6 +45,22 @@ class AgentOptions:
     cancel_grace: float = 1.0
     terminal: TerminalChoice = "auto"  # where commands run: the editor's terminal or locally
     haui: bool = True  # draw HAUI fences as Markdown (`--haui`); a session may turn it off
+
+
+class _Notes(SessionNotes):
+    """A session's notes from an agent's own threads, carried to the event loop they came from."""
+
+    def __init__(self, prompts: Prompts, session_id: str) -> None:
+        self._prompts, self._session_id = prompts, session_id
+        self._token = anyio.lowlevel.current_token()
+
+    def title(self, title: str) -> None:
+        if not title.strip():
+            return
+        try:
+            anyio.from_thread.run(self._prompts.late_title, self._session_id, title, token=self._token)
+        except RuntimeError:  # the event loop has stopped: the server is gone, and the title with it
+            log.debug("title for session %s dropped: the server has stopped", self._session_id)
 
 
 class Prompts:
@@ -113,6 +133,7 @@ class Prompts:
             session.additional_directories,
             history.transcript(),
             EditorFeatures(compaction=self._client().compaction, notices=self._client().notices),
+            self.notes(session.id),
         )
         await self.sessions.title_from_prompt(session, turn.text)
         if (command := builtin_invocation(turn.text)) is not None:
@@ -189,6 +210,22 @@ class Prompts:
         await publish(numbering.envelope(TextDelta(await run_builtin(*command, context))))
         await publish(numbering.envelope(TurnFinished("end_turn")))
         return TurnOutcome("end_turn")
+
+    def notes(self, session_id: str) -> SessionNotes:
+        """Where the adapter tells the session's editor what it learns outside a turn."""
+        return _Notes(self, session_id)
+
+    async def late_title(self, session_id: str, title: str) -> None:
+        """A title the agent named after its turn: stored (redacted, cut) and shown; the journal's
+        runs are left as they ended. Dropped once the session is closed."""
+        session = self.sessions.live(session_id)
+        if session is None:
+            return
+        update = to_update(TitleChanged(await self.sessions.retitle(session, title)))
+        try:
+            await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": session_id, "update": update})
+        except PeerClosedError:
+            log.info("the client left before session %s's title was shown", session_id)
 
     async def publish(self, envelope: Envelope, reply: RichReply | None = None) -> None:
         """Every runtime event of every turn passes here, in order: journal (the agent's raw

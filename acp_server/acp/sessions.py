@@ -125,7 +125,12 @@ class SessionStore:
     async def title_from_prompt(self, session: Session, text: str) -> None:
         """A new session is titled by its first prompt until the agent names it."""
         if session.title is None and text.strip():
-            # Redacted before it is cut: a key cut in half no longer looks like one.
-            first_line = redact_text(text.strip().splitlines()[0])
-            session.title = first_line[:TITLE_CHARS] + ("…" if len(first_line) > TITLE_CHARS else "")
-            await self.save(session, title=session.title)
+            await self.retitle(session, text)
+
+    async def retitle(self, session: Session, text: str) -> str:
+        """Store the first line of `text` as the title, redacted and cut; returns the title."""
+        # Redacted before it is cut: a key cut in half no longer looks like one.
+        first_line = redact_text(text.strip().splitlines()[0] if text.strip() else "")
+        session.title = first_line[:TITLE_CHARS] + ("…" if len(first_line) > TITLE_CHARS else "")
+        await self.save(session, title=session.title)
+        return session.title

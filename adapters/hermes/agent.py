@@ -18,7 +18,7 @@ from typing import Any
 from adapters.base import AdapterCapabilities, AgentError, Health, Sink, TurnCancelled, TurnInput
 from adapters.events import StopReason
 from adapters.haui_contract import RESPONSE_STYLE_OPTION, response_style_option, style_context
-from adapters.hermes import health, setup, transcript
+from adapters.hermes import health, setup, titles, transcript
 from adapters.hermes.reporting import Reporter
 from adapters.hermes.routing import Gate, attach, detach
 from adapters.hermes.setup import hermes
@@ -122,6 +122,8 @@ class HermesAdapter:
             if isinstance(final, str) and final and not reporter.streamed:
                 sink.text(final)
             _report_usage(agent, before, result, sink)
+        if titles.first_exchange(history.messages) and isinstance(final := result.get("final_response"), str):
+            titles.name_later(agent, turn, final)
         return "end_turn"
 
     def _session(self, turn: TurnInput) -> _Session:
