@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from adapters.base import AdapterCapabilities, AgentError, Health, Sink, TurnInput
 from adapters.events import StopReason
 from adapters.haui_contract import RESPONSE_STYLE_OPTION, style_context
+from adapters.mcp_client import mcp_available
 from adapters.openai.attachments import user_message
 from adapters.openai.client import Abort, Endpoint
 from adapters.openai.compaction import Compactor
@@ -25,7 +26,7 @@ from adapters.openai.config import load_settings
 from adapters.openai.context import budget_of
 from adapters.openai.history import History
 from adapters.openai.jsonvalues import is_object
-from adapters.openai.mcp_tools import McpTools, mcp_available
+from adapters.openai.mcp_tools import McpTools
 from adapters.openai.models import ModelCatalog, config_options
 from adapters.openai.prefix import system_message, tool_schemas
 from adapters.openai.request import Overflow, Request
