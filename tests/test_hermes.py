@@ -249,41 +249,6 @@ def test_a_server_killed_after_a_tool_call_continues_the_conversation_from_its_j
     assert [m["content"] for m in messages if m["role"] == "user"] == ["what is in a.txt?", "sure?"]
 
 
-MCP_SERVER = """
-import os
-from mcp.server.mcpserver import MCPServer
-
-with open(os.environ["NOTES_LOG"], "a") as log:  # one word per start: the test counts connections
-    log.write("started ")
-server = MCPServer("notes")
-
-@server.tool()
-def add(a: int, b: int) -> int:
-    return a + b
-
-server.run()
-"""
-
-
-def test_editor_mcp_servers_hermes_cannot_use_are_logged_and_the_session_still_works(
-    fake, workspace, tmp_path, monkeypatch, caplog
-):
-    """Hermes 0.19's MCP client is written for mcp 1.x; with acp-server's mcp 2.x its tools
-    would have no parameter schemas and every call would fail, so they are not registered."""
-    started = tmp_path / "notes.log"
-    monkeypatch.setenv("NOTES_LOG", str(started))
-    (tmp_path / "notes.py").write_text(MCP_SERVER)
-    server = {"name": "notes", "command": sys.executable, "args": [str(tmp_path / "notes.py")], "env": []}
-    fake.script(reply("No tools needed."))
-    record = turn(HermesAdapter(), "hi", workspace, mcp_servers=(server,))
-    assert (record.reason, record.text) == ("end_turn", "No tools needed.")
-    offered = [t["function"]["name"] for t in fake.chats[0].get("tools") or []]
-    assert offered and not [name for name in offered if "notes" in name]
-    (warning,) = [r.getMessage() for r in caplog.records if "MCP servers" in r.getMessage()]
-    assert "['notes'] are not given to Hermes: Hermes' MCP client needs mcp 1.x" in warning
-    assert not started.exists(), "the MCP server was started for nothing"
-
-
 def test_clarify_asks_through_our_clarify_path(fake, workspace):
     fake.script(reply(tools=[("clarify", {"question": "Which target?", "choices": ["staging", "prod"]})]), reply("Ok."))
     sink = RecordingSink(Answers(clarify="staging"))

@@ -1,24 +1,21 @@
 """MCP servers passed in `session/new` become tools of the openai agent, for real.
 
-A small MCP server (the official `mcp` package) is written to the test's directory and run
-over stdio by the agent, or over streamable HTTP on 127.0.0.1 by the test; the model, played
+The small MCP server of `mcp_notes` (the official `mcp` package) is run over stdio by the
+agent, or over streamable HTTP on 127.0.0.1 by the test; the model, played
 by the fake endpoint, calls its tools through the same permission policy as built-in tools.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import Process
-from anyio.streams.buffered import BufferedByteReceiveStream
 from fake_openai import FakeOpenAI, reply
 from harness import running
+from mcp_notes import http_server, started_pids, stdio_server
 
 from acp_server.acp.handlers import AcpAgent
 from adapters.openai import OpenAIAdapter
@@ -27,51 +24,11 @@ from journal.store import Journal
 pytest.importorskip("httpx", reason="the openai extra is not installed")
 pytest.importorskip("mcp", reason="the mcp package is not installed")
 
-SERVER = '''
-import os
-import sys
-from mcp.server.mcpserver import MCPServer
-
-if os.environ.get("NOTES_LOG"):  # one line per start, for tests that count connections
-    with open(os.environ["NOTES_LOG"], "a") as log:
-        log.write(f"{os.getpid()} ")
-
-server = MCPServer("notes")
-
-@server.tool()
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-
-@server.tool()
-def explode() -> str:
-    """Always fails."""
-    raise ValueError("broken on purpose")
-
-if sys.argv[1:2] == ["http"]:
-    import socket
-    import uvicorn
-    # Listening before the port is announced: the test connects as soon as it reads the line.
-    listener = socket.create_server(("127.0.0.1", 0))
-    print(listener.getsockname()[1], flush=True)
-    app = server.streamable_http_app(host="127.0.0.1")
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
-else:
-    server.run()
-'''
-
 
 @pytest.fixture
 def fake() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as server:
         yield server
-
-
-@pytest.fixture
-def script(tmp_path) -> str:
-    path = tmp_path / "notes_server.py"
-    path.write_text(SERVER)
-    return str(path)
 
 
 def make_agent(fake: FakeOpenAI, tmp_path, journal: Journal | None = None) -> AcpAgent:
@@ -86,14 +43,6 @@ def make_agent(fake: FakeOpenAI, tmp_path, journal: Journal | None = None) -> Ac
     )
 
 
-async def announced_port(process: Process) -> int:
-    """The port the test MCP server prints once it listens."""
-    assert process.stdout is not None
-    with anyio.fail_after(20):
-        line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 16)
-    return int(line)
-
-
 def tool_results(body: dict[str, Any]) -> dict[str, str]:
     return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}
 
@@ -103,13 +52,11 @@ async def new_session(editor, tmp_path, servers: list[dict[str, Any]]) -> str:
     return result["sessionId"]
 
 
-async def test_a_stdio_mcp_servers_tools_are_offered_asked_for_and_called(fake, script, tmp_path):
+async def test_a_stdio_mcp_servers_tools_are_offered_asked_for_and_called(fake, tmp_path):
     fake.script(reply(tools=[("mcp__notes__add", {"a": 2, "b": 3}), ("mcp__notes__explode", {})]), reply("2 + 3 = 5"))
     async with running(make_agent(fake, tmp_path)) as editor:
         await editor.initialize()
-        sid = await new_session(
-            editor, tmp_path, [{"name": "notes", "command": sys.executable, "args": [script], "env": []}]
-        )
+        sid = await new_session(editor, tmp_path, [stdio_server()])
         assert await editor.prompt(sid, "add 2 and 3") == {"stopReason": "end_turn"}
         asked = [
             r["params"]["toolCall"]["title"]
@@ -143,31 +90,15 @@ async def test_an_mcp_server_that_cannot_start_is_shown_failed_and_the_turn_goes
     assert not [t for t in fake.chats[0]["tools"] if t["function"]["name"].startswith("mcp__")]
 
 
-async def test_an_http_mcp_server_is_connected_when_the_agent_advertises_http(fake, script, tmp_path):
-    process = await anyio.open_process(
-        [sys.executable, script, "http"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    try:
-        port = await announced_port(process)
+async def test_an_http_mcp_server_is_connected_when_the_agent_advertises_http(fake, tmp_path):
+    with http_server() as url:
         fake.script(reply(tools=[("mcp__web__add", {"a": 40, "b": 2})]), reply("42"))
         async with running(make_agent(fake, tmp_path)) as editor:
             init = await editor.initialize()
             assert init["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": False}
-            sid = await new_session(
-                editor,
-                tmp_path,
-                [{"type": "http", "name": "web", "url": f"http://127.0.0.1:{port}/mcp", "headers": []}],
-            )
+            sid = await new_session(editor, tmp_path, [{"type": "http", "name": "web", "url": url, "headers": []}])
             assert await editor.prompt(sid, "add") == {"stopReason": "end_turn"}
         assert tool_results(fake.chats[1]) == {"call_0_mcp__web__add": "42"}
-    finally:
-        process.kill()
-        await process.wait()
-
-
-def started_pids(log) -> list[int]:
-    """The process ids of the test MCP server's starts, as it logged them."""
-    return [int(pid) for pid in log.read_text().split()] if log.exists() else []
 
 
 def exited(pid: int) -> bool:
@@ -191,16 +122,7 @@ async def wait_exited(pid: int) -> None:
         os.close(pidfd)
 
 
-def logged_server(script: str, log) -> dict[str, Any]:
-    return {
-        "name": "notes",
-        "command": sys.executable,
-        "args": [script],
-        "env": [{"name": "NOTES_LOG", "value": str(log)}],
-    }
-
-
-async def test_a_sessions_mcp_server_is_connected_once_and_disconnected_by_session_close(fake, script, tmp_path):
+async def test_a_sessions_mcp_server_is_connected_once_and_disconnected_by_session_close(fake, tmp_path):
     log = tmp_path / "starts.log"
     fake.script(
         reply(tools=[("mcp__notes__add", {"a": 1, "b": 2})]),
@@ -212,7 +134,7 @@ async def test_a_sessions_mcp_server_is_connected_once_and_disconnected_by_sessi
     try:
         async with running(make_agent(fake, tmp_path, journal)) as editor:
             await editor.initialize()
-            sid = await new_session(editor, tmp_path, [logged_server(script, log)])
+            sid = await new_session(editor, tmp_path, [stdio_server(NOTES_LOG=str(log))])
             assert await editor.prompt(sid, "add 1 and 2") == {"stopReason": "end_turn"}
             assert await editor.prompt(sid, "add 3 and 4") == {"stopReason": "end_turn"}
             (pid,) = started_pids(log)  # one start for both turns
@@ -229,12 +151,12 @@ async def test_a_sessions_mcp_server_is_connected_once_and_disconnected_by_sessi
     assert "mcp__notes__add" in {t["function"]["name"] for t in fake.chats[2]["tools"]}
 
 
-async def test_a_sessions_mcp_server_is_disconnected_when_the_client_goes_away(fake, script, tmp_path):
+async def test_a_sessions_mcp_server_is_disconnected_when_the_client_goes_away(fake, tmp_path):
     log = tmp_path / "starts.log"
     fake.script(reply("hello"))
     async with running(make_agent(fake, tmp_path)) as editor:
         await editor.initialize()
-        sid = await new_session(editor, tmp_path, [logged_server(script, log)])
+        sid = await new_session(editor, tmp_path, [stdio_server(NOTES_LOG=str(log))])
         assert await editor.prompt(sid, "hi") == {"stopReason": "end_turn"}
         (pid,) = started_pids(log)
         assert not exited(pid)

@@ -18,7 +18,7 @@ from typing import Any
 from adapters.base import AdapterCapabilities, AgentError, Health, Sink, TurnCancelled, TurnInput
 from adapters.events import StopReason
 from adapters.haui_contract import RESPONSE_STYLE_OPTION, response_style_option, style_context
-from adapters.hermes import health, setup, titles, transcript
+from adapters.hermes import health, mcp, setup, titles, transcript
 from adapters.hermes.reporting import Reporter
 from adapters.hermes.routing import Gate, attach, detach
 from adapters.hermes.setup import hermes
@@ -43,6 +43,8 @@ class HermesAdapter:
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
         self._building: dict[str, threading.Lock] = {}  # one build per session, however many ask
+        self._config_lock = threading.Lock()
+        self._config_mcp: mcp.Servers | None = None  # config.yaml's MCP servers, shared by all sessions
         if warm:
             # Importing Hermes takes seconds; do it while the editor sets up, not in the first prompt.
             threading.Thread(target=_warm_up, name="hermes-import", daemon=True).start()
@@ -81,15 +83,29 @@ class HermesAdapter:
         with self._lock:
             session = self._sessions.pop(session_id, None)
             self._building.pop(session_id, None)
+        mcp.close_session(session_id)
         if session is not None:
             with suppress(Exception):  # best effort: the session is gone either way
                 hermes("tools.terminal_tool").clear_task_env_overrides(session_id)
                 hermes("tools.approval").clear_session(session_id)
 
+    def close(self) -> None:
+        """Close every session's MCP servers and config.yaml's (the server may simply exit
+        instead: the connections' threads are daemons)."""
+        with self._lock:
+            sessions = list(self._sessions)
+        for session_id in sessions:
+            self.close_session(session_id)
+        with self._config_lock:
+            shared, self._config_mcp = self._config_mcp, None
+        if shared is not None:
+            shared.connections.close()
+
     # --- a turn --------------------------------------------------------------------------
 
     def _run(self, session: _Session, turn: TurnInput, sink: Sink) -> StopReason:
         agent = session.agent
+        mcp.report(turn.session_id, sink)  # MCP servers that did not connect when the agent was built
         reporter = Reporter(sink)
         gate = Gate(sink, reporter, cwd=turn.cwd, roots=turn.additional_directories)
         _bind(agent, reporter, gate)
@@ -148,16 +164,29 @@ class HermesAdapter:
             raise AgentError(str(exc)) from None
         if not runtime.model:
             raise AgentError(f"Hermes has no model: set model.default in {runtime.home}/config.yaml (`hermes model`)")
-        mcp_names = _register_mcp(turn.mcp_servers)
-        hermes("tools.terminal_tool").register_task_env_overrides(turn.session_id, {"cwd": turn.cwd})
-        agent = hermes("run_agent").AIAgent(
-            **setup.agent_kwargs(runtime, session_id=turn.session_id, mcp_names=mcp_names)
-        )
+        tools = mcp.open_session(turn.session_id, turn.mcp_servers, turn.cwd, self._configured_mcp(runtime))
+        try:
+            hermes("tools.terminal_tool").register_task_env_overrides(turn.session_id, {"cwd": turn.cwd})
+            with tools.registered():  # Hermes copies the tools' schemas from its registry here
+                agent = hermes("run_agent").AIAgent(
+                    **setup.agent_kwargs(runtime, session_id=turn.session_id, mcp_names=tools.servers)
+                )
+        except BaseException:
+            mcp.close_session(turn.session_id)
+            raise
+        tools.fit(agent)
         setup.detach_state_db(agent, runtime.home)
         agent._print_fn = _status  # Hermes' human-readable output: our log, never stdout
         agent._environment_probe = False  # no toolchain probe lines in later system prompts
         agent.session_cwd = turn.cwd
         return agent
+
+    def _configured_mcp(self, runtime: setup.Runtime) -> mcp.Servers | None:
+        """config.yaml's MCP servers, connected by the first build that finds any."""
+        with self._config_lock:
+            if self._config_mcp is None:
+                self._config_mcp = mcp.configured(runtime.config_mcp)
+            return self._config_mcp
 
 
 def _warm_up() -> None:
@@ -199,39 +228,6 @@ def _in_context(session_id: str, gate: Gate, run: Any) -> dict[str, Any]:
     finally:
         context.clear_session_vars(tokens)
         terminal.set_approval_callback(previous)
-
-
-def _register_mcp(servers: tuple[dict[str, Any], ...]) -> tuple[str, ...]:
-    """The editor's MCP servers, registered with Hermes (process-wide: Hermes keeps one MCP
-    connection per server name for all sessions), when Hermes' MCP client can use the installed
-    `mcp`; otherwise none, said once in the log, and the session goes on without them."""
-    if not servers:
-        return ()
-    if (problem := setup.mcp_problem()) is not None:
-        log.warning(
-            "the editor's MCP servers %s are not given to Hermes: %s", [s.get("name") for s in servers], problem
-        )
-        return ()
-    configs: dict[str, dict[str, Any]] = {}
-    for server in servers:
-        pairs: list[dict[str, Any]] = server.get("env") or server.get("headers") or []
-        values = {str(p["name"]): str(p["value"]) for p in pairs}
-        if "command" in server:
-            configs[server["name"]] = {
-                "command": server["command"],
-                "args": list(server.get("args") or []),
-                "env": values,
-            }
-        elif "url" in server:
-            configs[server["name"]] = {"url": server["url"], "headers": values}
-    if not configs:
-        return ()
-    try:
-        hermes("tools.mcp_tool").register_mcp_servers(configs)
-    except Exception as exc:
-        log.warning("Hermes could not register the editor's MCP servers: %s", exc)
-        return ()
-    return tuple(configs)
 
 
 def _tokens(agent: Any) -> tuple[int, int]:

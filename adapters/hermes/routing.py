@@ -155,6 +155,12 @@ def detach(session_id: str, gate: Gate) -> None:
             del _gates[session_id]
 
 
+def gate_of(session_id: str) -> Gate | None:
+    """The gate of the session's running turn, if one runs."""
+    with _gates_lock:
+        return _gates.get(session_id)
+
+
 def install() -> None:
     """Register the middleware with Hermes' plugin manager, again if a forced plugin rescan
     (Hermes clears all middleware then) removed it."""
@@ -168,8 +174,7 @@ def install() -> None:
 
 
 def _middleware(*, tool_name: str, args: Any, next_call: Callable[[Any], Any], **context: Any) -> Any:
-    with _gates_lock:
-        gate = _gates.get(str(context.get("task_id") or ""))
+    gate = gate_of(str(context.get("task_id") or ""))
     if gate is None or not isinstance(args, dict):
         return next_call(args)
     return gate.execute(tool_name, args, str(context.get("tool_call_id") or ""), next_call)  # pyright: ignore[reportUnknownArgumentType]

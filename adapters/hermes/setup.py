@@ -5,12 +5,10 @@ keyword arguments of one `AIAgent`. Imports Hermes lazily (seconds); `health.py`
 
 from __future__ import annotations
 
-import functools
 import importlib
 import logging
 import threading
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -93,8 +91,7 @@ def resolve(model_override: str | None = None) -> Runtime:
 
 def agent_kwargs(runtime: Runtime, *, session_id: str, mcp_names: tuple[str, ...]) -> dict[str, Any]:
     """AIAgent's constructor arguments: quiet, no tool delay, our toolsets, no session store."""
-    configured = runtime.config_mcp if mcp_problem() is None else ()
-    toolsets = [*BASE_TOOLSETS, *(f"mcp-{name}" for name in (*configured, *mcp_names))]
+    toolsets = [*BASE_TOOLSETS, *(f"mcp-{name}" for name in mcp_names)]
     return {
         "platform": "acp",
         "model": runtime.model,
@@ -111,20 +108,6 @@ def agent_kwargs(runtime: Runtime, *, session_id: str, mcp_names: tuple[str, ...
         "session_id": session_id,
         "session_db": None,  # our journal keeps the conversation; see `detach_state_db`
     }
-
-
-@functools.cache
-def mcp_problem() -> str | None:
-    """Why Hermes' MCP client cannot work here, or None. Hermes 0.19 is written against `mcp`
-    1.x (it pins 1.26); with 2.x (acp-server's own MCP client needs it) its tools lose their
-    parameter schemas and every call fails on renamed result fields."""
-    try:
-        installed = metadata.version("mcp")
-    except metadata.PackageNotFoundError:
-        return "the mcp package is not installed"
-    if installed.split(".")[0] != "1":
-        return f"Hermes' MCP client needs mcp 1.x; mcp {installed} is installed (acp-server needs 2.x)"
-    return None
 
 
 def detach_state_db(agent: Any, home: str) -> None:

@@ -33,6 +33,7 @@ KINDS: Mapping[str, ToolKind] = {
     "memory": "other",
     "delegate_task": "other",
 }
+MCP_PREFIX = "mcp__"  # Hermes names an MCP tool mcp__<server>__<tool>
 PLAN_STATUS: Mapping[str, Literal["pending", "in_progress", "completed"]] = {
     "pending": "pending",
     "in_progress": "in_progress",
@@ -66,6 +67,9 @@ def title_of(name: str, args: Mapping[str, Any]) -> str:
             return f"Ask: {_clip(_text(args.get('question')))}"
         case "web_search":
             return f"Search the web: {_clip(_text(args.get('query')))}"
+        case _ if name.startswith(MCP_PREFIX) and "__" in name[len(MCP_PREFIX) :]:
+            server, _, tool = name[len(MCP_PREFIX) :].partition("__")
+            return f"{server}: {tool}"
         case _:
             return name.replace("_", " ").capitalize()
 
