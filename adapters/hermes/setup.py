@@ -33,7 +33,7 @@ class Runtime:
     command: str | None
     args: tuple[str, ...]
     context_length: int | None
-    config_mcp: tuple[str, ...]  # MCP servers from config.yaml (enabled ones)
+    config_mcp: tuple[str, ...]  # MCP servers named in config.yaml (`mcp.configured` loads the enabled ones)
     source: str
 
 
@@ -73,7 +73,6 @@ def resolve(model_override: str | None = None) -> Runtime:
     except Exception as exc:
         raise ValueError(f"Hermes could not resolve its provider: {exc}") from exc
     servers: dict[str, Any] = config.get("mcp_servers") or {}
-    enabled = tuple(n for n, c in servers.items() if not isinstance(c, dict) or c.get("enabled", True) is not False)  # pyright: ignore[reportUnknownMemberType]
     return Runtime(
         home=home,
         model=model_override or model,
@@ -84,7 +83,7 @@ def resolve(model_override: str | None = None) -> Runtime:
         command=runtime.get("command"),
         args=tuple(runtime.get("args") or ()),
         context_length=context_length,
-        config_mcp=enabled,
+        config_mcp=tuple(servers),
         source=str(runtime.get("source") or "config"),
     )
 
