@@ -221,7 +221,9 @@ def _in_context(session_id: str, gate: Gate, run: Any) -> dict[str, Any]:
     context = hermes("gateway.session_context")
     previous = terminal._get_approval_callback()  # no public getter; restored below
     terminal.set_approval_callback(gate.approve)
-    tokens = context.set_session_vars(session_key=session_id)
+    # No promise of a result after the turn (a background subagent, a command's completion
+    # watch): acp-server starts no turn of its own, so Hermes runs such work within the turn.
+    tokens = context.set_session_vars(session_key=session_id, async_delivery=False)
     approval.enable_session_yolo(session_id)
     try:
         return run()

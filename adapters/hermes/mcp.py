@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from adapters.base import Sink, ToolRefused, TurnCancelled
-from adapters.hermes.routing import gate_of
+from adapters.hermes.routing import gate_of, owner_of
 from adapters.hermes.setup import hermes
 from adapters.mcp_client import Connections, Server, report_failure
 
@@ -203,12 +203,13 @@ def configured(names: Sequence[str]) -> Servers | None:
 def _call(name: str, args: dict[str, Any], task_id: str | None = None, **_: Any) -> str:
     """Hermes' registry calls this (after our middleware asked permission) with its task id."""
     results = hermes("tools.registry")
+    owner = owner_of(task_id or "") or task_id or ""  # a subagent uses its session's connections
     with _lock:
-        session = _sessions.get(task_id or "")
+        session = _sessions.get(owner)
     route = session.route(name) if session is not None else None
     if route is None:
         return str(results.tool_error(f"{name} is not connected in this session"))
-    gate = gate_of(task_id or "")
+    gate = gate_of(owner)
     try:
         result = route.connections.call(
             route.server, route.tool, args, gate.sink.check_cancelled if gate else _never_cancelled

@@ -62,14 +62,14 @@ class Reporter:
 
     # --- for the tool gate ------------------------------------------------------------
 
-    def start(self, call_id: str, name: str, args: dict[str, Any]) -> str | None:
+    def start(self, call_id: str, name: str, args: dict[str, Any], *, title: str | None = None) -> str | None:
         """The visible id of Hermes' call, starting it if its start callback has not (yet)."""
         with self._lock:
             if call_id in self._visible:
                 return self._visible[call_id]
         visible = self._quietly(
             lambda: self.sink.tool_call(
-                title_of(name, args),
+                title or title_of(name, args),
                 kind=kind_of(name),
                 name=name,
                 raw_input=args,

@@ -20,6 +20,7 @@ from adapters.base import Sink, ToolRefused, TurnCancelled
 from adapters.events import DiffContent, TerminalContent
 from adapters.hermes.reporting import Reporter
 from adapters.hermes.setup import hermes
+from adapters.hermes.tools import title_of
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,23 @@ class Gate:
         self.roots = tuple(os.path.realpath(r) for r in (cwd, *roots))
         self.allowed_commands: set[str] = set()
 
-    def execute(self, name: str, args: dict[str, Any], call_id: str, next_call: Callable[[Any], Any]) -> Any:
-        visible = self.reporter.start(call_id, name, args)
+    def execute(
+        self, name: str, args: dict[str, Any], call_id: str, next_call: Callable[[Any], Any], *, subagent: str = ""
+    ) -> Any:
+        """Ask, route, run. A call from one of the turn's subagents (Hermes' delegate_task, its
+        task id `subagent`) shows in the same turn; its completion is reported here, since the
+        subagent's callbacks are its own."""
+        if not subagent:
+            return self._execute(name, args, call_id, next_call)
+        key = f"{subagent}:{call_id}"
+        result = self._execute(name, args, key, next_call, title=f"Subagent: {title_of(name, args)}")
+        self.reporter.tool_completed(key, name, args, result)
+        return result
+
+    def _execute(
+        self, name: str, args: dict[str, Any], call_id: str, next_call: Callable[[Any], Any], title: str | None = None
+    ) -> Any:
+        visible = self.reporter.start(call_id, name, args, title=title)
         if visible is None:  # the turn was cancelled
             return _error("cancelled by the user")
         try:
@@ -173,11 +189,48 @@ def install() -> None:
         plugins.PluginContext(manifest, manager).register_middleware("tool_execution", _middleware)
 
 
+def owner_of(task_id: str) -> str | None:
+    """The session whose running turn a Hermes task belongs to: the session itself, or, for a
+    subagent of Hermes' delegate_task (a task id of its own), the session it was delegated from,
+    through however many levels of delegation."""
+    with _gates_lock:
+        if task_id in _gates:
+            return task_id
+        sessions = set(_gates)
+    if not sessions:
+        return None
+    delegation = hermes("tools.delegate_tool")
+    with delegation._active_subagents_lock:  # Hermes' registry of running subagents; no public query
+        agents = [record.get("agent") for record in delegation._active_subagents.values()]
+        agent = delegation._active_subagents.get(task_id, {}).get("agent")
+    by_session = {getattr(a, "session_id", None): a for a in agents if a is not None}
+    for _ in range(len(agents)):
+        parent = getattr(agent, "_parent_session_id", None)
+        if parent in sessions:
+            return parent
+        agent = by_session.get(parent)
+    return None
+
+
 def _middleware(*, tool_name: str, args: Any, next_call: Callable[[Any], Any], **context: Any) -> Any:
-    gate = gate_of(str(context.get("task_id") or ""))
-    if gate is None or not isinstance(args, dict):
-        return next_call(args)
-    return gate.execute(tool_name, args, str(context.get("tool_call_id") or ""), next_call)  # pyright: ignore[reportUnknownArgumentType]
+    task_id = str(context.get("task_id") or "")
+    owner = owner_of(task_id)
+    gate = gate_of(owner) if owner is not None else None
+    if gate is None:
+        if _bookkeeping(tool_name):
+            return next_call(args)
+        log.warning("refused Hermes' %s outside any turn (task %s): nobody can be asked about it", tool_name, task_id)
+        return _error(f"{tool_name} was not run: acp-server runs no tool outside a turn the user can be asked in.")
+    if not isinstance(args, dict):
+        return _error(f"{tool_name} was not run: its arguments are not an object.")
+    call_id = str(context.get("tool_call_id") or "")
+    return gate.execute(tool_name, args, call_id, next_call, subagent="" if owner == task_id else task_id)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def _bookkeeping(tool_name: str) -> bool:
+    """Hermes' memory and skill tools, which its background review runs after a turn (limited to
+    them by Hermes itself): Hermes' own notes in HERMES_HOME, not the user's workspace."""
+    return hermes("tools.registry").registry.get_toolset_for_tool(tool_name) in ("memory", "skills")
 
 
 def _local_terminal() -> bool:
