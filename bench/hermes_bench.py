@@ -172,10 +172,13 @@ def main() -> None:
         CHILD_ENV["HERMES_HOME"] = str(make_home(Path(workdir), fake.base_url))
         for run in range(args.runs):
             progress(f"run {run + 1} of {args.runs}")
-            for label, command in acp_subjects(os.path.join(workdir, f"journal-{run}.db"), args.hermes).items():
-                figures = acp_cold(command, label, workdir, args.deltas)
-                figures |= acp_typed(command, label, workdir, args.deltas)
-                results.setdefault(label, []).append(figures)
+            figures: dict[str, Figures] = {}
+            for measure in (acp_cold, acp_typed):  # each with a fresh process and journal
+                journal = os.path.join(workdir, f"journal-{run}-{measure.__name__}.db")
+                for label, command in acp_subjects(journal, args.hermes).items():
+                    figures[label] = figures.get(label, {}) | measure(command, label, workdir, args.deltas)
+            for label, measured in figures.items():
+                results.setdefault(label, []).append(measured)
             results.setdefault(ceiling, []).append(alone(ceiling, workdir, args.deltas))
     print(f"{args.deltas} model deltas of 3 characters, median of {args.runs} runs, fake model on 127.0.0.1")
     print(
