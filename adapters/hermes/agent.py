@@ -24,8 +24,8 @@ from adapters.hermes.routing import Gate, attach, detach
 from adapters.hermes.setup import hermes
 
 log = logging.getLogger(__name__)
-WARM_DELAY = 1.0  # seconds the warm-up waits for the editor's first session before it starts anyway
 status_log = logging.getLogger("adapters.hermes.status")  # Hermes' own status lines
+WARM_DELAY = 1.0  # seconds the warm-up waits for the editor's first session before it starts anyway
 
 
 @dataclass(slots=True)
