@@ -1,10 +1,20 @@
 """Hermes served by acp-server (`acp-server --agent hermes`) against Hermes' own `hermes acp`,
 both over real stdio pipes, on the same fake model on 127.0.0.1 (tests/fake_openai.py) and the
-same throw-away HERMES_HOME. Prints, per subject: time to a usable session (spawn to
-session/new answered, and to the first turn's first delta), time from prompt to first delta,
-model deltas delivered per second, and CPU seconds per 1,000 deltas.
+same throw-away HERMES_HOME, with Hermes alone (one AIAgent, a no-op stream callback, its own
+process: bench/_hermes_alone.py) as the ceiling neither can pass.
 
     .venv/bin/python bench/hermes_bench.py [--deltas 6000] [--runs 3] [--hermes PATH]
+
+Per subject, medians of the runs:
+  usable s        spawn to session/new answered
+  1st delta s     spawn to the first delta of a prompt sent as soon as session/new is answered
+  cold ms         that first prompt to its first delta (it may wait for Hermes to load)
+  typed ms        first prompt to first delta when it comes 3 s after session/new (a person typing;
+                  a fresh process)
+  warm ms         a second prompt on the same session, after the first ended, to its first delta
+  deltas/s        model deltas delivered per second during that second turn
+  CPU s/1k        the subject's CPU seconds per 1,000 deltas during that second turn
+The streaming figures come from the second turn, which loads nothing. "-": does not apply.
 
 `hermes acp` needs `hermes-agent[acp]` (agent-client-protocol 0.9, older than the test extra's),
 so give it its own virtualenv: `python -m venv V && V/bin/pip install 'hermes-agent[acp]==0.19.0'`
@@ -14,10 +24,12 @@ and pass `--hermes V/bin/hermes`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,47 +38,124 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 from fake_openai import FakeOpenAI, reply  # noqa: E402
 from hermes_home import make_home  # noqa: E402
 
-from bench._common import CHILD_ENV, LineClient, child, cpu_seconds, fmt, install_cleanup, median  # noqa: E402
+from bench._common import (  # noqa: E402
+    BENCH,
+    CHILD_ENV,
+    PY,
+    BenchError,
+    LineClient,
+    child,
+    cpu_seconds,
+    deadline,
+    fmt,
+    install_cleanup,
+    median,
+    progress,
+)
 
 BIN = Path(sys.executable).parent
+TYPING_PAUSE = 3.0  # seconds between session/new answered and the first prompt, in the typed run
+TIMEOUT = 120.0
+Figures = dict[str, float]
 
 
-def subjects(db: str, hermes: str) -> dict[str, list[str]]:
+@dataclass(frozen=True, slots=True)
+class Turn:
+    first: float  # seconds from prompt to first delta
+    stream: float  # seconds from first delta to the end of the turn
+    cpu: float | None  # the subject's CPU seconds during the turn
+
+
+def acp_subjects(db: str, hermes: str) -> dict[str, list[str]]:
     return {
         "acp-server --agent hermes": [str(BIN / "acp-server"), "--agent", "hermes", "--db", db],
         "hermes acp": [hermes, "acp"],
     }
 
 
-def one_run(command: list[str], label: str, workdir: str, deltas: int) -> dict[str, float | None]:
-    started = time.monotonic()
-    with child(command, label, workdir) as proc:
-        client = LineClient(proc, label)
+def prompt(client: LineClient, session: str, deltas: int) -> tuple[float, Turn]:
+    """One prompt; returns when it was sent (monotonic) and its figures."""
+    first: list[float] = []
+
+    def on_chunk(_line: bytes, _message: dict[str, Any]) -> None:
+        if not first:
+            first.append(time.monotonic())
+
+    chars, cpu_before = client.chars, cpu_seconds(client.proc.pid)
+    sent = time.monotonic()
+    request = client.send("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]})
+    with deadline(client.proc, TIMEOUT, f"{client.label}: a prompt"):
+        client.wait_for(request, on_chunk)
+    ended, cpu_after = time.monotonic(), cpu_seconds(client.proc.pid)
+    if client.chars - chars < 3 * deltas or not first:
+        raise BenchError(f"{client.label}: got {client.chars - chars} characters, expected {3 * deltas}")
+    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    return sent, Turn(first[0] - sent, ended - first[0], cpu)
+
+
+def open_client(label: str, proc: Any, workdir: str) -> tuple[LineClient, str]:
+    client = LineClient(proc, label)
+    with deadline(proc, TIMEOUT, f"{label}: initialize and session/new"):
         client.initialize()
         session = client.new_session(workdir)
+    return client, session
+
+
+def acp_cold(command: list[str], label: str, workdir: str, deltas: int) -> Figures:
+    """A prompt as soon as the session exists, then a second one on the same session."""
+    started = time.monotonic()
+    with child(command, label, workdir) as proc:
+        client, session = open_client(label, proc, workdir)
         usable = time.monotonic() - started
-        first: list[float] = []
-        cpu_before = cpu_seconds(proc.pid)
-        sent = time.monotonic()
+        sent, cold = prompt(client, session, deltas)
+        _, warm = prompt(client, session, deltas)
+    return {"usable": usable, "spawn_first": sent + cold.first - started, "cold": cold.first} | streaming(warm, deltas)
 
-        def on_chunk(_line: bytes, _message: dict[str, Any]) -> None:
-            if not first:
-                first.append(time.monotonic())
 
-        request = client.send("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]})
-        client.wait_for(request, on_chunk)
-        ended = time.monotonic()
-        cpu_after = cpu_seconds(proc.pid)
-    if client.chars < 3 * deltas or not first:
-        raise SystemExit(f"{label}: got {client.chars} characters, expected {3 * deltas}")
-    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-    return {
-        "usable": usable,
-        "usable_first": first[0] - started,
-        "first": first[0] - sent,
-        "rate": deltas / (ended - first[0]),
-        "cpu": None if cpu is None else cpu * 1000 / deltas,
-    }
+def acp_typed(command: list[str], label: str, workdir: str, deltas: int) -> Figures:
+    """The first prompt after a person's pause: what an editor user sees on a fresh session."""
+    with child(command, label, workdir) as proc:
+        client, session = open_client(label, proc, workdir)
+        time.sleep(TYPING_PAUSE)
+        _, typed = prompt(client, session, deltas)
+    return {"typed": typed.first}
+
+
+def alone(label: str, workdir: str, deltas: int) -> Figures:
+    """Hermes alone: a first turn, then the measured second turn, as for the ACP subjects."""
+    with child([PY, str(BENCH / "_hermes_alone.py")], label, workdir) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        with deadline(proc, TIMEOUT, f"{label}: build"):
+            if proc.stdout.readline().strip() != b"ready":
+                raise BenchError(f"{label}: did not get ready")
+        turns: list[Turn] = []
+        for _ in range(2):
+            cpu_before = cpu_seconds(proc.pid)
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
+            with deadline(proc, TIMEOUT, f"{label}: a turn"):
+                line = proc.stdout.readline()
+            cpu_after = cpu_seconds(proc.pid)
+            if not line:
+                raise BenchError(f"{label}: exited (status {proc.poll()})")
+            result = json.loads(line)
+            if result["deltas"] < deltas:
+                raise BenchError(f"{label}: got {result['deltas']} deltas, expected {deltas}")
+            cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+            turns.append(Turn(result["first"], result["stream"], cpu))
+    return streaming(turns[1], deltas)
+
+
+def streaming(turn: Turn, deltas: int) -> Figures:
+    figures = {"warm": turn.first, "rate": deltas / turn.stream}
+    return figures | ({} if turn.cpu is None else {"cpu": turn.cpu * 1000 / deltas})
+
+
+def cell(runs: list[Figures], key: str, spec: str, scale: float = 1.0) -> str:
+    if not any(key in run for run in runs):
+        return "-"
+    value = median([run.get(key) for run in runs])
+    return fmt(None if value is None else value * scale, spec)
 
 
 def main() -> None:
@@ -76,21 +165,31 @@ def main() -> None:
     parser.add_argument("--hermes", default=str(BIN / "hermes"), help="the hermes command (with the acp extra)")
     args = parser.parse_args()
     install_cleanup()
+    ceiling = "Hermes alone (ceiling)"
+    results: dict[str, list[Figures]] = {}
     with tempfile.TemporaryDirectory() as workdir, FakeOpenAI() as fake:
         fake.responder = lambda body: reply("abc" * args.deltas, usage={"prompt_tokens": 10, "completion_tokens": 5})
         CHILD_ENV["HERMES_HOME"] = str(make_home(Path(workdir), fake.base_url))
-        results: dict[str, list[dict[str, float | None]]] = {}
         for run in range(args.runs):
-            for label, command in subjects(os.path.join(workdir, f"journal-{run}.db"), args.hermes).items():
-                results.setdefault(label, []).append(one_run(command, label, workdir, args.deltas))
+            progress(f"run {run + 1} of {args.runs}")
+            figures: dict[str, Figures] = {}
+            for measure in (acp_cold, acp_typed):  # each with a fresh process and journal
+                journal = os.path.join(workdir, f"journal-{run}-{measure.__name__}.db")
+                for label, command in acp_subjects(journal, args.hermes).items():
+                    figures[label] = figures.get(label, {}) | measure(command, label, workdir, args.deltas)
+            for label, measured in figures.items():
+                results.setdefault(label, []).append(measured)
+            results.setdefault(ceiling, []).append(alone(ceiling, workdir, args.deltas))
     print(f"{args.deltas} model deltas of 3 characters, median of {args.runs} runs, fake model on 127.0.0.1")
-    print(f"{'':28}{'usable s':>10}{'1st delta s':>13}{'prompt->1st ms':>16}{'deltas/s':>11}{'CPU s/1k':>10}")
+    print(
+        f"{'':28}{'usable s':>10}{'1st delta s':>13}{'cold ms':>9}{'typed ms':>10}{'warm ms':>9}"
+        f"{'deltas/s':>10}{'CPU s/1k':>10}"
+    )
     for label, runs in results.items():
-        cells = [median([r[key] for r in runs]) for key in ("usable", "usable_first", "first", "rate", "cpu")]
         print(
-            f"{label:28}{fmt(cells[0], '.2f'):>10}{fmt(cells[1], '.2f'):>13}"
-            f"{fmt(None if cells[2] is None else cells[2] * 1000, ',.0f'):>16}"
-            f"{fmt(cells[3], ',.0f'):>11}{fmt(cells[4], '.3f'):>10}"
+            f"{label:28}{cell(runs, 'usable', '.2f'):>10}{cell(runs, 'spawn_first', '.2f'):>13}"
+            f"{cell(runs, 'cold', ',.0f', 1000):>9}{cell(runs, 'typed', ',.0f', 1000):>10}"
+            f"{cell(runs, 'warm', ',.0f', 1000):>9}{cell(runs, 'rate', ',.0f'):>10}{cell(runs, 'cpu', '.3f'):>10}"
         )
 
 

@@ -335,6 +335,47 @@ def test_open_session_builds_the_agent_once_and_the_first_prompt_uses_it(fake, w
     assert builds == ["s1"]
 
 
+def test_the_warm_up_computes_the_tool_definitions_a_sessions_build_then_reuses(fake, workspace):
+    from adapters.hermes import agent as hermes_agent
+
+    model_tools = hermes_agent.hermes("model_tools")
+    model_tools._clear_tool_defs_cache()
+    hermes_agent._warm_up()
+    warmed = [defs[0] for defs in model_tools._tool_defs_cache.values()]
+    adapter = HermesAdapter(warm=False)
+    adapter.open_session(TurnInput("s1", str(workspace), ()))
+    built = adapter._sessions["s1"].agent.tools
+    assert any(built[0] is first for first in warmed), "the session's build computed its tool definitions again"
+
+
+WARM_UP_WAITS = """
+import sys, threading, time
+from adapters.base import TurnInput
+from adapters.hermes import agent
+agent.WARM_DELAY = 600.0
+adapter = agent.HermesAdapter()
+time.sleep(0.5)
+assert "run_agent" not in sys.modules, "the warm-up started before any session"
+adapter.open_session(TurnInput("s1", sys.argv[1], ()))
+warm = next(t for t in threading.enumerate() if t.name == "hermes-import")
+warm.join(60)
+assert not warm.is_alive() and "openai.resources" in sys.modules, "no warm-up once a session opened"
+"""
+
+
+def test_the_warm_up_waits_for_the_first_session_and_then_runs(fake, workspace):
+    done = subprocess.run(
+        [sys.executable, "-c", WARM_UP_WAITS, str(workspace)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_vivid_contract_reaches_hermes_requests_only_in_vivid_turns(fake, workspace):
     from adapters.haui_contract import HAUI_CONTRACT
 
