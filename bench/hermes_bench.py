@@ -1,7 +1,9 @@
 """Hermes served by acp-server (`acp-server --agent hermes`) against Hermes' own `hermes acp`,
 both over real stdio pipes, on the same fake model on 127.0.0.1 (tests/fake_openai.py) and the
 same throw-away HERMES_HOME, with Hermes alone (one AIAgent, a no-op stream callback, its own
-process: bench/_hermes_alone.py) as the ceiling neither can pass.
+process: bench/_hermes_alone.py) as the ceiling neither can pass. A fourth row is acp-server
+through its runner (`ACP_SERVER_RUNNER=1`), already started by an earlier editor: each run
+spawns a new front, as a second editor window would, while Hermes stays loaded in the runner.
 
     .venv/bin/python bench/hermes_bench.py [--deltas 6000] [--runs 3] [--hermes PATH]
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -66,10 +69,15 @@ class Turn:
     cpu: float | None  # the subject's CPU seconds during the turn
 
 
-def acp_subjects(db: str, hermes: str) -> dict[str, list[str]]:
+RUNNER = "acp-server, warm runner"
+
+
+def acp_subjects(db: str, hermes: str, runner_db: str) -> dict[str, list[str]]:
+    server = [str(BIN / "acp-server"), "--agent", "hermes", "--db"]
     return {
-        "acp-server --agent hermes": [str(BIN / "acp-server"), "--agent", "hermes", "--db", db],
+        "acp-server --agent hermes": [*server, db],
         "hermes acp": [hermes, "acp"],
+        RUNNER: ["env", "ACP_SERVER_RUNNER=1", *server, runner_db],  # env execs: the pid is the front's
     }
 
 
@@ -170,24 +178,32 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir, FakeOpenAI() as fake:
         fake.responder = lambda body: reply("abc" * args.deltas, usage={"prompt_tokens": 10, "completion_tokens": 5})
         CHILD_ENV["HERMES_HOME"] = str(make_home(Path(workdir), fake.base_url))
-        for run in range(args.runs):
-            progress(f"run {run + 1} of {args.runs}")
-            figures: dict[str, Figures] = {}
-            for measure in (acp_cold, acp_typed):  # each with a fresh process and journal
-                journal = os.path.join(workdir, f"journal-{run}-{measure.__name__}.db")
-                for label, command in acp_subjects(journal, args.hermes).items():
-                    figures[label] = figures.get(label, {}) | measure(command, label, workdir, args.deltas)
-            for label, measured in figures.items():
-                results.setdefault(label, []).append(measured)
-            results.setdefault(ceiling, []).append(alone(ceiling, workdir, args.deltas))
+        CHILD_ENV["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="acpb-", dir="/tmp")  # short: a socket path
+        runner_db = os.path.join(workdir, "runner.db")
+        try:
+            progress("starting the runner")
+            acp_cold(acp_subjects("", args.hermes, runner_db)[RUNNER], RUNNER, workdir, args.deltas)
+            for run in range(args.runs):
+                progress(f"run {run + 1} of {args.runs}")
+                figures: dict[str, Figures] = {}
+                for measure in (acp_cold, acp_typed):  # each with a fresh process and journal
+                    journal = os.path.join(workdir, f"journal-{run}-{measure.__name__}.db")
+                    for label, command in acp_subjects(journal, args.hermes, runner_db).items():
+                        figures[label] = figures.get(label, {}) | measure(command, label, workdir, args.deltas)
+                figures[RUNNER].pop("cpu", None)  # the front's alone: the work is the runner's
+                for label, measured in figures.items():
+                    results.setdefault(label, []).append(measured)
+                results.setdefault(ceiling, []).append(alone(ceiling, workdir, args.deltas))
+        finally:
+            subprocess.run([str(BIN / "acp-server"), "runner", "stop"], env=CHILD_ENV, check=False)
     print(f"{args.deltas} model deltas of 3 characters, median of {args.runs} runs, fake model on 127.0.0.1")
     print(
-        f"{'':28}{'usable s':>10}{'1st delta s':>13}{'cold ms':>9}{'typed ms':>10}{'warm ms':>9}"
+        f"{'':32}{'usable s':>10}{'1st delta s':>13}{'cold ms':>9}{'typed ms':>10}{'warm ms':>9}"
         f"{'deltas/s':>10}{'CPU s/1k':>10}"
     )
     for label, runs in results.items():
         print(
-            f"{label:28}{cell(runs, 'usable', '.2f'):>10}{cell(runs, 'spawn_first', '.2f'):>13}"
+            f"{label:32}{cell(runs, 'usable', '.2f'):>10}{cell(runs, 'spawn_first', '.2f'):>13}"
             f"{cell(runs, 'cold', ',.0f', 1000):>9}{cell(runs, 'typed', ',.0f', 1000):>10}"
             f"{cell(runs, 'warm', ',.0f', 1000):>9}{cell(runs, 'rate', ',.0f'):>10}{cell(runs, 'cpu', '.3f'):>10}"
         )

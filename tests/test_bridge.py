@@ -7,7 +7,7 @@ import threading
 import anyio
 import pytest
 
-from acp_server.turns.bridge import Finished, ThreadSink
+from acp_server.turns.bridge import Ask, Finished, ThreadSink, answer
 from adapters.base import TurnCancelled
 from adapters.events import TextDelta, ThoughtDelta, ToolCallStarted
 
@@ -26,8 +26,64 @@ class NoServices:
         raise AssertionError("not used")
 
 
+class AskWatch:
+    """Wraps a sink's `_ask` so the test knows when the worker waits for the loop to answer:
+    like RoomWatch, the one sure sign that it is blocked (grey box)."""
+
+    def __init__(self, sink: ThreadSink) -> None:
+        self.asked = threading.Semaphore(0)
+        self.count = 0
+        original = sink._ask
+
+        def ask(call):
+            self.count += 1
+            self.asked.release()
+            return original(call)
+
+        sink._ask = ask
+
+    async def blocked(self) -> None:
+        assert await anyio.to_thread.run_sync(self.asked.acquire, True, 10), "the worker should be waiting"
+
+
+async def answer_ask(sink: ThreadSink) -> list:
+    """The loop's part once the worker waits: take until its ask comes, answer it (as the
+    supervisor does); returns the reports taken."""
+    reports = []
+    while True:
+        for item in await sink.take():
+            if not isinstance(item, Ask):
+                reports.append(item)
+                continue
+            answer(item, result=await item.call())
+            return reports
+
+
+async def test_the_first_delta_of_a_run_waits_until_it_is_published_and_the_rest_flow():
+    sink = ThreadSink(NoServices())
+    watch = AskWatch(sink)
+    done = threading.Event()
+
+    def report():
+        sink.text("a")  # the first of a run: returns once the loop has published it
+        sink.text("b")
+        sink.text("c")
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(anyio.to_thread.run_sync, report)
+        await watch.blocked()
+        assert not done.is_set()
+        assert await answer_ask(sink) == [TextDelta("a")]
+        assert await anyio.to_thread.run_sync(done.wait, 10)
+    assert watch.count == 1, "only the first delta of the run waits"
+    assert await sink.take() == [TextDelta("bc")]
+
+
 async def test_deltas_reported_while_the_loop_is_busy_merge_without_reordering():
     sink = ThreadSink(NoServices())
+    watch = AskWatch(sink)
+    done = threading.Event()
 
     def report():
         for _ in range(1000):
@@ -36,11 +92,18 @@ async def test_deltas_reported_while_the_loop_is_busy_merge_without_reordering()
         sink.text("b")
         sink.tool_call("Read", kind="read")
         sink.text("c")
+        done.set()
 
-    await anyio.to_thread.run_sync(report)
-    items = await sink.take()
-    assert [type(i) for i in items] == [TextDelta, ThoughtDelta, TextDelta, ToolCallStarted, TextDelta]
-    assert [getattr(i, "text", None) for i in items] == ["a" * 1000, "hmm", "b", None, "c"]
+    reports = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(anyio.to_thread.run_sync, report)
+        for _ in range(4):  # the first delta of each run waits; the loop takes only then (it lags)
+            await watch.blocked()
+            reports += await answer_ask(sink)
+        assert await anyio.to_thread.run_sync(done.wait, 10)
+    assert sink.pending == 0
+    assert [type(i) for i in reports] == [TextDelta, TextDelta, ThoughtDelta, TextDelta, ToolCallStarted, TextDelta]
+    assert [getattr(i, "text", None) for i in reports] == ["a", "a" * 999, "hmm", "b", None, "c"]
 
 
 class RoomWatch(threading.Condition):
@@ -97,7 +160,7 @@ async def test_a_full_buffer_blocks_the_worker_until_the_loop_catches_up():
 
 async def test_after_cancel_every_sink_call_raises_and_a_blocked_worker_wakes():
     sink = ThreadSink(NoServices(), capacity=1)
-    sink.text("fills the buffer")
+    sink.tool_call("fills the buffer")
     waiting = threading.Event()
     watch_room(sink, waiting)
     errors = []
@@ -126,11 +189,11 @@ async def test_the_worker_always_ends_with_one_finished_item_carrying_the_except
 
     class Failing:
         def run_turn(self, turn, sink):
-            sink.text("x")
+            sink.tool_call("x")
             raise ValueError("broken")
 
     await anyio.to_thread.run_sync(sink.work, Failing(), None)
     items = await sink.take()
     assert isinstance(items[-1], Finished)
     assert isinstance(items[-1].error, ValueError)
-    assert items[0] == TextDelta("x")
+    assert isinstance(items[0], ToolCallStarted)

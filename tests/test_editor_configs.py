@@ -135,6 +135,7 @@ def start_session(launch: Launch, tmp_path: Path) -> list[dict[str, Any]]:
         **os.environ,
         "XDG_CONFIG_HOME": str(tmp_path / "config"),  # no user config file changes the outcome
         "XDG_DATA_HOME": str(tmp_path / "data"),
+        "HOME": str(tmp_path / "home"),  # the hermes entry's ~/.hermes: a throw-away one
         **launch.env,
     }
     requests = [

@@ -2,7 +2,8 @@
 
 Reports (text, thoughts, tool calls, ...) go into a bounded buffer without a round trip: the
 worker only wakes the loop when the buffer was empty, and while the loop lags behind,
-consecutive text deltas merge in the buffer instead of piling up. Asks (permission, files,
+consecutive text deltas merge in the buffer instead of piling up. Only the first delta of a run
+waits until it is published, so the first words reach the editor at once. Asks (permission, files,
 commands) travel through the same buffer, so they reach the editor after every report made
 before them, and the worker blocks on a future until the loop answers. After `cancel`, every
 sink call raises `TurnCancelled` and nothing the worker reports reaches the editor.
@@ -112,6 +113,7 @@ class ThreadSink:
         self._cancel_event = threading.Event()
         self._asks: set[concurrent.futures.Future[Any]] = set()
         self._tools: dict[str, ToolCallStarted] = {}
+        self._last: type[TextDelta] | type[ThoughtDelta] | None = None  # the kind of delta reported last
 
     # --- worker side: control ------------------------------------------------------------
 
@@ -141,6 +143,8 @@ class ThreadSink:
                 self._buffer.append(_Deltas(type(item), [item.text], len(item.text)))
             else:
                 self._buffer.append(item)
+                if not isinstance(item, Ask):
+                    self._last = None  # a report between deltas: the next delta starts a new run
             wake, self._parked = self._parked, False
         if wake:
             self._loop.call_soon_threadsafe(self._wake.set)
@@ -162,11 +166,22 @@ class ThreadSink:
 
     def text(self, text: str) -> None:
         if text:
-            self._push(TextDelta(text))
+            self._stream(TextDelta(text))
 
     def thought(self, text: str) -> None:
         if text:
-            self._push(ThoughtDelta(text))
+            self._stream(ThoughtDelta(text))
+
+    def _stream(self, delta: TextDelta | ThoughtDelta) -> None:
+        """The first delta of a run of them waits until the editor has it: an agent streaming
+        on a busy thread (its HTTP parser) would otherwise hold the GIL while the loop, the
+        journal and the writer each wait their turn for it (about 50 ms before the first
+        word); the deltas after it flow without a round trip."""
+        first = self._last is not type(delta)
+        self._push(delta)
+        self._last = type(delta)
+        if first:
+            self._ask(_published)
 
     def tool_call(
         self,
