@@ -172,6 +172,32 @@ def test_two_sessions_with_a_same_named_server_each_reach_and_see_their_own(fake
     assert ["mcp__notes__extra" in offered(fake.chats[i]) for i in (0, 2, 4)] == [True, False, True]
 
 
+def test_a_session_loaded_again_with_other_mcp_servers_is_built_again_with_them(fake, adapter, workspace, tmp_path):
+    starts = tmp_path / "alpha.log"
+    alpha = (stdio_server(NOTES_NAME="alpha", NOTES_LOG=str(starts)),)
+    beta = (stdio_server(NOTES_NAME="beta"),)
+    ask = reply(tools=[("mcp__notes__whoami", {})])
+    fake.script(ask, reply("alpha"), ask, reply("beta"))
+    turn(adapter, "who?", workspace, mcp_servers=alpha)
+    adapter.open_session(TurnInput("s1", str(workspace), (), mcp_servers=beta))  # session/load, other servers
+    turn(adapter, "who?", workspace, mcp_servers=beta)
+    answers = [tool_results(fake.chats[i])["call_0_mcp__notes__whoami"] for i in (1, 3)]
+    assert answers == [{"result": "alpha"}, {"result": "beta"}]
+    (pid,) = started_pids(starts)
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "the replaced server was left running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z")  # a zombie is gone
+
+
 def test_config_yaml_mcp_servers_are_connected_once_and_shared_by_the_sessions(
     fake, adapter, workspace, tmp_path, monkeypatch
 ):

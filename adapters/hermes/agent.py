@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,8 @@ WARM_DELAY = 1.0  # seconds the warm-up waits for the editor's first session bef
 @dataclass(slots=True)
 class _Session:
     agent: Any  # run_agent.AIAgent
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    built_for: tuple[str, tuple[dict[str, Any], ...]]  # the cwd and MCP servers it was built with
+    lock: threading.Lock = field(default_factory=threading.Lock)  # held by the running turn
 
 
 class HermesAdapter:
@@ -153,17 +154,21 @@ class HermesAdapter:
         _warm_up()
 
     def _session(self, turn: TurnInput) -> _Session:
+        """The session's AIAgent, built once; built again (after a running turn) when a load or
+        resume gave the session another working directory or other MCP servers."""
         self._asked.set()
+        wanted = (turn.cwd, turn.mcp_servers)
         with self._lock:
             session = self._sessions.get(turn.session_id)
-            if session is not None:
+            if session is not None and session.built_for == wanted:
                 return session
             building = self._building.setdefault(turn.session_id, threading.Lock())
         with building:  # a prompt that arrives while open_session builds waits for that build
             with self._lock:
                 session = self._sessions.get(turn.session_id)
-            if session is None:
-                session = _Session(self._build(turn))
+            if session is None or session.built_for != wanted:
+                with session.lock if session is not None else nullcontext():
+                    session = _Session(self._build(turn), wanted)
                 with self._lock:
                     self._sessions[turn.session_id] = session
         return session
