@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
+from fake_openai import FakeOpenAI
 
 CONFIG = """\
 model:
@@ -27,3 +32,11 @@ def make_home(root: Path, base_url: str, *, titles: bool = False) -> Path:
     (home / "config.yaml").write_text(CONFIG.format(base_url=base_url, titles="true" if titles else "false"))
     (home / ".env").write_text("OPENAI_API_KEY=sk-test-0000000000\n")
     return home
+
+
+@contextmanager
+def hermes_model(root: Path, monkeypatch: pytest.MonkeyPatch, *, titles: bool = False) -> Iterator[FakeOpenAI]:
+    """The fake model on 127.0.0.1, and HERMES_HOME set to a throw-away home pointing at it."""
+    with FakeOpenAI() as server:
+        monkeypatch.setenv("HERMES_HOME", str(make_home(root, server.base_url, titles=titles)))
+        yield server

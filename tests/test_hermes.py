@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("run_agent", reason="the hermes extra is not installed")
 
 from fake_openai import FakeOpenAI, reply
-from hermes_home import make_home
+from hermes_home import hermes_model
 from stdio_server import StdioServer
 
 from adapters.base import CommandResult, Message, PermissionDecision, Transcript, TurnInput
@@ -44,8 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        monkeypatch.setenv("HERMES_HOME", str(make_home(tmp_path, server.base_url)))
+    with hermes_model(tmp_path, monkeypatch) as server:
         yield server
 
 

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("run_agent", reason="the hermes extra is not installed")
 
 from fake_openai import FakeOpenAI, Stream, reply
-from hermes_home import make_home
+from hermes_home import hermes_model
 
 from adapters.base import PermissionDecision
 from adapters.events import ToolCallStarted, ToolCallUpdated
@@ -40,8 +40,7 @@ def delegating(body: dict[str, Any]) -> Stream:
 
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        monkeypatch.setenv("HERMES_HOME", str(make_home(tmp_path, server.base_url)))
+    with hermes_model(tmp_path, monkeypatch) as server:
         server.responder = delegating
         yield server
 

@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("run_agent", reason="the hermes extra is not installed")
 
 from fake_openai import FakeOpenAI, reply
-from hermes_home import make_home
+from hermes_home import hermes_model
 from mcp_notes import SCRIPT, http_server, started_pids, stdio_server
 from stdio_server import StdioServer
 
@@ -33,8 +33,7 @@ UNTRUSTED = '<untrusted_tool_result source="'
 
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        monkeypatch.setenv("HERMES_HOME", str(make_home(tmp_path, server.base_url)))
+    with hermes_model(tmp_path, monkeypatch) as server:
         yield server
 
 

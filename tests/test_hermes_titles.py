@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("run_agent", reason="the hermes extra is not installed")
 
-from fake_openai import FakeOpenAI, Stream, reply
-from hermes_home import make_home
+from fake_openai import Stream, reply
+from hermes_home import hermes_model
 from stdio_server import StdioServer
 
 from adapters.base import Transcript
@@ -43,8 +43,7 @@ class Titler:
 
 @pytest.fixture
 def titler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Titler]:
-    with FakeOpenAI() as fake:
-        monkeypatch.setenv("HERMES_HOME", str(make_home(tmp_path, fake.base_url, titles=True)))
+    with hermes_model(tmp_path, monkeypatch, titles=True) as fake:
         fake.responder = titler = Titler()
         yield titler
 
@@ -67,8 +66,7 @@ def test_the_first_exchange_is_named_by_hermes_after_the_turn_has_ended(titler, 
 
 
 def test_a_title_hermes_config_turns_off_is_never_asked_for(tmp_path, monkeypatch):
-    with FakeOpenAI() as fake:
-        monkeypatch.setenv("HERMES_HOME", str(make_home(tmp_path, fake.base_url, titles=False)))
+    with hermes_model(tmp_path, monkeypatch) as fake:
         fake.responder = titler = Titler()
         titler.release.set()
         notes = RecordingNotes()
