@@ -135,6 +135,25 @@ def contract_answers(greeting_usage: dict[str, Any]) -> Callable[[dict[str, Any]
     return answer
 
 
+class ContractPrompts:
+    """The prompts `contract_answers` knows, as an `AdapterContract`'s hooks (list it before
+    AdapterContract among the bases); turns run in the test's `tmp_path`."""
+
+    tmp_path: Any
+
+    def turn_fields(self) -> dict[str, Any]:
+        return {"cwd": str(self.tmp_path)}
+
+    def prompt_that_asks_permission(self) -> str:
+        return "create hello.txt"
+
+    def prompt_that_raises(self) -> str:
+        return "break"
+
+    def prompt_that_runs_long(self) -> str:
+        return "think forever"
+
+
 def tokens_of(body: Any) -> int:
     """The fake's own token count of a request: 4 bytes of its JSON a token."""
     return len(json.dumps(body)) // 4

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, contract_answers
+from fake_openai import ContractPrompts, FakeOpenAI, contract_answers
 
 from adapters.contract import AdapterContract
 from adapters.openai import OpenAIAdapter
@@ -17,7 +16,7 @@ pytest.importorskip("httpx", reason="the openai extra is not installed")
 answer = contract_answers({"prompt_tokens": 10, "completion_tokens": 3, "cost": 0.001})
 
 
-class TestOpenAIAdapterContract(AdapterContract):
+class TestOpenAIAdapterContract(ContractPrompts, AdapterContract):
     @pytest.fixture(autouse=True)
     def endpoint(self, tmp_path) -> Iterator[None]:
         with FakeOpenAI() as fake:
@@ -32,15 +31,3 @@ class TestOpenAIAdapterContract(AdapterContract):
             api_key="sk-test-0000000000",
             env={"XDG_CONFIG_HOME": str(self.tmp_path / "config")},
         )
-
-    def turn_fields(self) -> dict[str, Any]:
-        return {"cwd": str(self.tmp_path)}
-
-    def prompt_that_asks_permission(self) -> str:
-        return "create hello.txt"
-
-    def prompt_that_raises(self) -> str:
-        return "break"
-
-    def prompt_that_runs_long(self) -> str:
-        return "think forever"

@@ -128,9 +128,9 @@ class SessionStore:
             await self.retitle(session, text)
 
     async def retitle(self, session: Session, text: str) -> str:
-        """Store the first line of `text` as the title, redacted and cut; returns the title."""
+        """Store the first line of `text` (not blank) as the title, redacted and cut; returns it."""
         # Redacted before it is cut: a key cut in half no longer looks like one.
-        first_line = redact_text(text.strip().splitlines()[0] if text.strip() else "")
+        first_line = redact_text(text.strip().splitlines()[0])
         session.title = first_line[:TITLE_CHARS] + ("…" if len(first_line) > TITLE_CHARS else "")
         await self.save(session, title=session.title)
         return session.title
