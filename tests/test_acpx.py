@@ -1,11 +1,13 @@
 """acpx (npm, a headless ACP client nobody on this team wrote) drives a real server as a user would.
 
 `acpx --agent "<python> -m acp_server --agent scripted ..."` runs from tests/clients/node_modules
-(pinned in package.json, installed by `npm ci`), with its home (where it keeps `~/.acpx`) in the
-test's directory. `--format json` prints every ACP message of the run as one line; the server's
-are checked against the schema. One `exec` writes a file behind a permission question that
-`--approve-all` answers; one named session is prompted twice, each prompt in a fresh server process
-that loads the session from the journal. Skips (or, under CI, fails) as tests/installs.py says.
+(acpx 0.19, pinned in package.json, installed by `npm ci`), with its home (where it keeps `~/.acpx`)
+in the test's directory. `--format json` prints every ACP message of the run as one line; the
+server's are checked against the schema. What 0.19 does is covered as it does it: every command on
+a named session starts a fresh server that resumes the session (`session/resume`), `set-mode` and
+`set` change it through the server, `--model` picks the openai agent's model through its config
+option, Ctrl-C on `exec` sends `session/cancel`, and `sessions list/close` keep their own records.
+Skips (or, under CI, fails) as tests/installs.py says.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
+from fake_openai import FakeOpenAI, reply
 from installs import CLIENTS, locked_version, node_packages
 from schema_check import check_agent_frame
 
@@ -42,11 +46,12 @@ SCRIPT = {
                 {"say": "Done."},
             ],
         },
+        {"match": "take your time", "steps": [{"say": "Starting. "}, {"sleep": 60}, {"say": "Finished."}]},
         {"match": "", "steps": [{"say": "Noted."}]},
     ]
 }
 # The methods acpx sends; everything else in its transcript is from the server, or answers it.
-CLIENT_REQUESTS = frozenset({methods.INITIALIZE, methods.SESSION_NEW, methods.SESSION_LOAD, methods.SESSION_PROMPT})
+CLIENT_REQUESTS = methods.AGENT_METHODS
 
 
 @pytest.fixture(scope="session")
@@ -60,20 +65,23 @@ def acpx() -> list[str]:
 class Acpx:
     """acpx with its own home, pointed at one server command line and one workspace."""
 
-    def __init__(self, command: list[str], tmp_path: Path) -> None:
+    def __init__(self, command: list[str], tmp_path: Path, *, server: list[str] | None = None) -> None:
         self.command = command
         self.workspace = tmp_path / "workspace"
         self.workspace.mkdir()
         self.db = tmp_path / "journal.db"
         script = tmp_path / "script.json"
         script.write_text(json.dumps(SCRIPT))
-        server = [sys.executable, "-m", "acp_server", "--agent", "scripted", "--script", str(script)]
-        self.agent = shlex.join([*server, "--db", str(self.db)])
+        server = server or ["--agent", "scripted", "--script", str(script)]
+        self.agent = shlex.join([sys.executable, "-m", "acp_server", *server, "--db", str(self.db)])
         self.env = {**os.environ, "HOME": str(tmp_path / "home")}
 
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def argv(self, *args: str) -> list[str]:
         # A short queue-owner TTL: the owner acpx leaves behind after `prompt` exits soon after.
-        argv = [*self.command, "--agent", self.agent, "--cwd", str(self.workspace), "--ttl", "1", *args]
+        return [*self.command, "--agent", self.agent, "--cwd", str(self.workspace), "--ttl", "1", *args]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        argv = self.argv(*args)
         done = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=ACPX_TIMEOUT)
         assert done.returncode == 0, (
             f"acpx {args} exited {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}"
@@ -108,7 +116,8 @@ def check_server_messages(messages: list[dict[str, Any]]) -> None:
     asked: dict[Any, str] = {}
     for message, server in zip(messages, from_server(messages), strict=True):
         if message.get("method") in CLIENT_REQUESTS:
-            asked[message["id"]] = message["method"]
+            if "id" in message:  # session/cancel is a notification
+                asked[message["id"]] = message["method"]
         elif server:
             check_agent_frame(message, None if "method" in message else asked.get(message.get("id")))
 
@@ -160,17 +169,25 @@ def test_acpx_exec_with_approve_all_writes_the_file_after_a_question_that_shows_
     assert notes.read_text() == "new notes\n"
 
 
-def test_a_named_acpx_session_prompted_twice_is_one_session_across_server_restarts(acpx, tmp_path):
+def updates_of(messages: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    updates = [m["params"]["update"] for m in messages if m.get("method") == methods.SESSION_UPDATE]
+    return [u for u in updates if u["sessionUpdate"] == kind]
+
+
+def test_a_named_acpx_session_prompted_twice_is_resumed_by_each_fresh_server_with_its_commands(acpx, tmp_path):
     client = Acpx(acpx, tmp_path)
     session_id = client.run("sessions", "new", "--name", "notes").stdout.strip().splitlines()[-1]
     assert session_id.startswith("sess_")
     for text in ("first: the word is kiwi", "second: what was the word?"):
         messages = client.transcript("--approve-all", "prompt", "-s", "notes", text)
-        # A fresh server each time (it is initialized), which loads the session rather than making one.
+        # A fresh server each time (it is initialized), which resumes the session rather than making one.
         assert requests(messages, methods.INITIALIZE)
         assert not requests(messages, methods.SESSION_NEW)
-        (load,) = requests(messages, methods.SESSION_LOAD)
-        assert load["params"]["sessionId"] == session_id and "result" in answer_to(messages, load)
+        (resume,) = requests(messages, methods.SESSION_RESUME)
+        assert resume["params"]["sessionId"] == session_id and "result" in answer_to(messages, resume)
+        # What a resume gets besides the history: the slash commands, as after session/new and load.
+        (commands,) = updates_of(messages, "available_commands_update")
+        assert {"help", "mode"} <= {command["name"] for command in commands["availableCommands"]}
         (prompt,) = requests(messages, methods.SESSION_PROMPT)
         assert prompt["params"]["sessionId"] == session_id
         assert answer_to(messages, prompt)["result"]["stopReason"] == "end_turn"
@@ -182,3 +199,107 @@ def test_a_named_acpx_session_prompted_twice_is_one_session_across_server_restar
         ("user", "second: what was the word?"),
         ("agent", "Noted."),
     ]
+
+
+async def journal_session(db: Path, session_id: str) -> tuple[str | None, dict[str, Any]]:
+    journal = await Journal.open(db)
+    try:
+        record = await journal.get_session(session_id)
+        assert record is not None
+        return record.mode, dict(record.config)
+    finally:
+        await journal.close()
+
+
+def test_acpx_set_mode_and_set_change_the_session_in_the_journal_and_the_next_prompt_obeys(acpx, tmp_path):
+    client = Acpx(acpx, tmp_path)
+    notes = client.workspace / "notes.txt"
+    notes.write_text("old notes\n")
+    session_id = client.run("sessions", "new", "--name", "notes").stdout.strip().splitlines()[-1]
+    client.run("set-mode", "-s", "notes", "read-only")
+    client.run("set", "-s", "notes", "haui", "off")
+    assert anyio.run(journal_session, client.db, session_id) == ("read-only", {"haui": "off"})
+    messages = client.transcript("--approve-all", "prompt", "-s", "notes", "please update the notes")
+    (resume,) = requests(messages, methods.SESSION_RESUME)
+    result = answer_to(messages, resume)["result"]
+    assert result["modes"]["currentModeId"] == "read-only"
+    assert {o["id"]: o["currentValue"] for o in result["configOptions"]} == {"mode": "read-only", "haui": "off"}
+    # Read-only refuses the write without asking, whatever --approve-all would have answered.
+    assert not requests(messages, methods.REQUEST_PERMISSION)
+    (failed,) = [u for u in updates_of(messages, "tool_call_update") if u.get("status") == "failed"]
+    assert "read-only" in json.dumps(failed["content"])
+    assert notes.read_text() == "old notes\n"
+
+
+def test_acpx_set_of_an_option_the_agent_lacks_is_refused_with_the_servers_message(acpx, tmp_path):
+    client = Acpx(acpx, tmp_path)
+    client.run("sessions", "new", "--name", "notes")
+    argv = client.argv("set", "-s", "notes", "colour", "blue")
+    done = subprocess.run(argv, capture_output=True, text=True, env=client.env, timeout=ACPX_TIMEOUT)
+    assert done.returncode != 0
+    assert "configId is not an option of this agent" in done.stdout + done.stderr
+
+
+def test_acpx_model_flag_picks_the_openai_agents_model_through_its_config_option(acpx, tmp_path):
+    with FakeOpenAI(models=["gpt-4o", "llama3.2"]) as fake:
+        fake.script(reply("Hello from the small model."))
+        server = ["--agent", "openai", "--model", "gpt-4o"]
+        client = Acpx(acpx, tmp_path, server=server)
+        client.env |= {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test-not-a-real-key-000000"}
+        client.env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+        messages = client.transcript("--approve-all", "--model", "llama3.2", "exec", "hello")
+        (choice,) = requests(messages, methods.SESSION_SET_CONFIG_OPTION)
+        assert choice["params"]["configId"] == "model" and choice["params"]["value"] == "llama3.2"
+        (prompt,) = requests(messages, methods.SESSION_PROMPT)
+        assert answer_to(messages, prompt)["result"]["stopReason"] == "end_turn"
+        assert agent_text(messages) == "Hello from the small model."
+        assert [chat["model"] for chat in fake.chats] == ["llama3.2"]
+
+
+async def run_states(db: Path) -> list[str]:
+    journal = await Journal.open(db)
+    try:
+        (session,) = (await journal.list_sessions())[0]
+        return [str(run.status) for run in await journal.runs(session.id)]
+    finally:
+        await journal.close()
+
+
+def test_ctrl_c_on_acpx_exec_cancels_the_turn_and_the_journal_records_it_cancelled(acpx, tmp_path):
+    client = Acpx(acpx, tmp_path)
+    argv = client.argv("--approve-all", "--format", "json", "exec", "take your time")
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=client.env)
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:  # until the turn has visibly started
+            lines.append(json.loads(line))
+            if agent_text(lines) == "Starting. ":
+                break
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=ACPX_TIMEOUT)
+    finally:
+        process.kill()
+    messages = lines + [json.loads(line) for line in out.splitlines()]
+    check_server_messages(messages)
+    assert [m for m in messages if m.get("method") == methods.SESSION_CANCEL]
+    (prompt,) = requests(messages, methods.SESSION_PROMPT)
+    assert answer_to(messages, prompt)["result"]["stopReason"] == "cancelled"
+    assert agent_text(messages) == "Starting. "
+    assert anyio.run(run_states, client.db) == ["cancelled"]
+
+
+def test_acpx_sessions_list_shows_the_session_and_close_frees_its_name_for_a_new_one(acpx, tmp_path):
+    client = Acpx(acpx, tmp_path)
+    first = client.run("sessions", "new", "--name", "notes").stdout.strip().splitlines()[-1]
+    client.run("--approve-all", "prompt", "-s", "notes", "hello there")
+    listed = client.run("sessions", "list").stdout
+    assert first in listed and "hello there" in listed  # the title the server gave the session
+    client.run("sessions", "close", "notes")
+    second = client.run("sessions", "new", "--name", "notes").stdout.strip().splitlines()[-1]
+    assert second.startswith("sess_") and second != first
+    messages = client.transcript("--approve-all", "prompt", "-s", "notes", "again")
+    (resume,) = requests(messages, methods.SESSION_RESUME)
+    assert resume["params"]["sessionId"] == second
+    sessions, _ = anyio.run(journal_history, client.db, second)
+    assert sorted(sessions) == sorted([first, second])  # closing in acpx forgets nothing in the journal
