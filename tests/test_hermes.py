@@ -128,9 +128,23 @@ def test_a_command_runs_in_the_editors_terminal_linked_to_its_tool_call(fake, wo
     assert record.reason == "end_turn"
     (ran,) = [a for a in record.asks if a.method == "run_command"]
     assert ran.args == ("make test", "call_0_terminal", None)
-    finished = [e for e in record.of_kind(ToolCallUpdated) if e.status == "completed"]
-    assert finished[0].content == (TerminalContent("term_7"),)
+    updates = record.of_kind(ToolCallUpdated)
+    assert [e.content for e in updates if e.content] == [(TerminalContent("term_7"),)]  # shown once
+    assert [e.status for e in updates if e.status] == ["in_progress", "completed"]
     assert json.loads(tool_results(fake.chats[1])["call_0_terminal"])["output"] == "ok\n"
+
+
+@pytest.mark.parametrize("terminal_id", ["term_3", None], ids=["editor terminal", "local"])
+def test_a_command_that_exits_non_zero_ends_its_tool_call_failed(fake, workspace, terminal_id):
+    fake.script(reply(tools=[("terminal", {"command": "make test"})]), reply("Tests fail."))
+    sink = RecordingSink(Answers(command=CommandResult("2 failed\n", 3, terminal_id=terminal_id)))
+    record = turn(HermesAdapter(), "run the tests", workspace, sink)
+    assert record.reason == "end_turn"
+    updates = record.of_kind(ToolCallUpdated)
+    assert [e.status for e in updates if e.status] == ["in_progress", "failed"]
+    shown = [e.content for e in updates if e.content]
+    assert len(shown) == 1, f"the same content was sent {len(shown)} times"
+    assert json.loads(tool_results(fake.chats[1])["call_0_terminal"])["exit_code"] == 3
 
 
 def test_cancel_mid_command_ends_the_turn_cancelled_and_the_next_turn_starts_clean(fake, workspace):

@@ -50,12 +50,12 @@ class Reporter:
         if visible is None or visible in self._settled:
             return
         raw = _parsed(result)
-        content: list[ToolContent] = []
-        if (shown := self._shown.get(visible)) is not None:
-            content.append(shown)
-        elif isinstance(result, str) and result:
-            content.append(TextContent(result[:SHOWN_OUTPUT]))
-        status = "failed" if _is_error(raw) else "completed"
+        # Content already shown (a diff, the editor's terminal) stays: an update without content
+        # keeps it, so it is not sent a second time.
+        content: list[ToolContent] | None = None
+        if visible not in self._shown and isinstance(result, str) and result:
+            content = [TextContent(result[:SHOWN_OUTPUT])]
+        status = "failed" if _is_error(name, raw) else "completed"
         self._quietly(lambda: self.sink.tool_update(visible, status=status, content=content, raw_output=raw))
         if name == "todo" and (plan := plan_of(raw)) is not None:
             self._quietly(self.sink.plan, plan)
@@ -116,8 +116,10 @@ def _parsed(result: Any) -> Any:
     return result
 
 
-def _is_error(raw: Any) -> bool:
+def _is_error(name: str, raw: Any) -> bool:
+    """Hermes' own failure marks, and for a command a non-zero exit, as the other agents do."""
     if not isinstance(raw, dict):
         return False
     fields = cast(dict[str, Any], raw)
-    return bool(fields.get("error")) or fields.get("success") is False
+    failed_command = name == "terminal" and fields.get("exit_code") not in (0, None)
+    return bool(fields.get("error")) or fields.get("success") is False or failed_command
