@@ -88,7 +88,18 @@ def words(value: Any, found: list[str] | None = None) -> list[str]:
         found.append(number(value))
     elif isinstance(value, dict):
         for key, item in value.items():  # pyright: ignore[reportUnknownVariableType] -- model JSON
-            if key not in ("type", "id", "schema", "version", "tone", "trend", "kind", "ordered", "component"):
+            if key not in (
+                "type",
+                "id",
+                "schema",
+                "version",
+                "tone",
+                "trend",
+                "kind",
+                "action",
+                "ordered",
+                "component",
+            ):
                 words(item, found)
     elif isinstance(value, list):
         for item in value:  # pyright: ignore[reportUnknownVariableType] -- model JSON
