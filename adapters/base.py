@@ -19,6 +19,7 @@ from adapters.events import (
     StopReason,
     ToolContent,
     ToolKind,
+    ToolLocation,
     ToolStatus,
 )
 
@@ -147,7 +148,7 @@ class Sink(Protocol):
         kind: ToolKind = "other",
         name: str | None = None,
         raw_input: Any = None,
-        locations: Sequence[str] = (),
+        locations: Sequence[ToolLocation] = (),
         tool_call_id: str | None = None,
     ) -> str:
         """Start a visible tool call; `tool_call_id` keeps the runtime's own id (unique within

@@ -44,6 +44,18 @@ ToolContent = TextContent | DiffContent | TerminalContent
 
 
 @dataclass(frozen=True, slots=True)
+class Location:
+    """A file a tool call touches: its absolute path, and the 1-based line a read starts at.
+    A plain string is a path alone (what a location was before lines, in older journals too)."""
+
+    path: str
+    line: int | None = None
+
+
+ToolLocation = str | Location
+
+
+@dataclass(frozen=True, slots=True)
 class PlanEntry:
     content: str
     status: Literal["pending", "in_progress", "completed"] = "pending"
@@ -80,7 +92,7 @@ class ToolCallStarted:
     tool_kind: ToolKind = "other"
     name: str | None = None
     raw_input: Any = None
-    locations: tuple[str, ...] = ()
+    locations: tuple[ToolLocation, ...] = ()
     content: tuple[ToolContent, ...] = ()
     kind: Literal["tool_started"] = "tool_started"
 
@@ -94,7 +106,7 @@ class ToolCallUpdated:
     title: str | None = None
     content: tuple[ToolContent, ...] | None = None
     raw_output: Any = None
-    locations: tuple[str, ...] | None = None
+    locations: tuple[ToolLocation, ...] | None = None
     kind: Literal["tool_updated"] = "tool_updated"
 
 

@@ -354,7 +354,7 @@ class _Outcome:
 
 
 def _play_tool(step: ToolStep, turn: TurnInput, sink: Sink) -> None:
-    tool_call_id = sink.tool_call(step.tool, kind=step.kind, raw_input=step.raw_input)
+    tool_call_id = sink.tool_call(step.tool, kind=step.kind, raw_input=step.raw_input, locations=_locations(step, turn))
     # The diff goes out before the question, so the user approves a change they have seen.
     preview = _preview(step, turn, sink)
     if preview:
@@ -394,6 +394,12 @@ def _preview(step: ToolStep, turn: TurnInput, sink: Sink) -> tuple[ToolContent, 
     except ToolRefused:
         old_text = None
     return (DiffContent(path=_shown(turn, path), new_text=step.write_file.content, old_text=old_text),)
+
+
+def _locations(step: ToolStep, turn: TurnInput) -> tuple[str, ...]:
+    """The file a read or write touches, absolute, so an editor can follow along."""
+    path = step.read_file if step.write_file is None else step.write_file.path
+    return () if path is None else (_shown(turn, path),)
 
 
 def _shown(turn: TurnInput, path: str) -> str:

@@ -40,6 +40,7 @@ from adapters.events import (
     ToolCallUpdated,
     ToolContent,
     ToolKind,
+    ToolLocation,
     ToolStatus,
     TranscriptSaved,
     TurnFinished,
@@ -189,7 +190,7 @@ class RecordingSink:
         kind: ToolKind = "other",
         name: str | None = None,
         raw_input: Any = None,
-        locations: Sequence[str] = (),
+        locations: Sequence[ToolLocation] = (),
         tool_call_id: str | None = None,
     ) -> str:
         with self._lock:

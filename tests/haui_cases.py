@@ -139,6 +139,23 @@ BLOCKS: dict[str, str] = {
             }
         )
     ),
+    "actions_documented": fence(
+        envelope(
+            {
+                "type": "actions",
+                "title": "Next",
+                "items": [
+                    {"label": "Runbook", "action": "open_url", "value": "https://example.com/runbook"},
+                    {"label": "Script", "action": "open_url", "value": "javascript:alert(1)"},
+                    {"label": "Login", "action": "open_url", "value": "https://user:pw@example.com/"},
+                    {"label": "Command", "action": "copy", "value": "make test"},
+                    {"label": "Nothing", "action": "copy"},
+                    {"label": "March", "action": "ask", "value": "Show March too"},
+                    {"label": "Retry", "action": "retry", "value": "now"},
+                ],
+            }
+        )
+    ),
     "vivid": fence(
         "\n".join(
             json.dumps(line)

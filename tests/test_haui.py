@@ -132,6 +132,22 @@ def test_unsafe_links_are_dropped(url: str) -> None:
     assert render_reply(fence(envelope({"type": "actions", "actions": actions}))) == "- [Good](http://example.com/)\n"
 
 
+def test_an_actions_block_with_no_usable_item_shows_its_labels_as_text_never_the_refused_urls() -> None:
+    items = [
+        {"label": "Script", "action": "open_url", "value": "javascript:alert(1)"},
+        {"label": "Login", "action": "open_url", "value": "https://user:pw@example.com/"},
+        {"label": "Old form", "type": "open_url", "url": "https://token@example.com/"},
+    ]
+    markdown = render_reply(fence(envelope({"type": "actions", "items": items})))
+    assert markdown == "_(shown as text)_ Script · Login · Old form\n"
+
+
+def test_shown_as_text_drops_the_urls_the_link_rule_refuses_and_keeps_other_words() -> None:
+    label = "See (JavaScript:alert(1)), https://ok.example/a or https://u:p@x.example/. Status:ok data:x //evil"
+    markdown = render_reply(fence(envelope({"type": "gauge", "label": label, "note": "mailto:a@b.example"})))
+    assert markdown == "_(shown as text)_ See https://ok.example/a or Status:ok\n"
+
+
 def test_copy_shows_the_exact_value_up_to_4000_characters() -> None:
     value = "line one\n  ``` two"
     actions = [{"type": "copy", "label": "Script", "value": value}, {"type": "copy", "value": "x" * 4001}]

@@ -400,3 +400,23 @@ def test_the_vivid_contract_reaches_hermes_requests_only_in_vivid_turns(fake, wo
     vivid, plain = ("\n".join(m["content"] for m in body["messages"] if m["role"] == "system") for body in fake.chats)
     assert HAUI_CONTRACT.strip() in vivid
     assert HAUI_CONTRACT.strip()[:40] not in plain
+
+
+def test_file_tools_name_their_absolute_paths_in_locations_and_a_reads_first_line(fake, workspace):
+    from acp_server.turns.mapping import to_update
+
+    app, notes = str(workspace / "app.py"), str(workspace / "notes.txt")
+    tools = [
+        ("read_file", {"path": "app.py", "offset": 2}),
+        ("patch", {"mode": "replace", "path": "./app.py", "old_string": "b", "new_string": "B"}),
+        ("write_file", {"path": "notes.txt", "content": "new\n"}),
+    ]
+    fake.script(reply(tools=tools), reply("Done."))
+    record = turn(HermesAdapter(), "edit", workspace, RecordingSink(Answers(files={app: "a\nb\n"})))
+    assert record.reason == "end_turn"
+    frames = [to_update(started) for started in record.of_kind(ToolCallStarted)]
+    assert {f["title"]: f.get("locations") for f in frames if f is not None} == {
+        "Read app.py": [{"path": app, "line": 2}],
+        "Edit ./app.py": [{"path": app}],
+        "Write notes.txt": [{"path": notes}],
+    }

@@ -195,7 +195,7 @@ def notice(props: dict[str, Any]) -> str:
 
 
 def safe_url(value: Any) -> str | None:
-    """An http(s) URL without credentials, or None."""
+    """An http(s) URL without credentials, or None: the link rule."""
     if not isinstance(value, str) or len(value) > 2000 or any(c in value for c in " <>\"'`\n\r\t()"):
         return None
     try:
@@ -207,19 +207,44 @@ def safe_url(value: Any) -> str | None:
     return value
 
 
+# A word is a URL when it names a host (`scheme://`, `//`) or starts with a scheme that acts
+# without one; other `word:word` text ("Status:ok", "C:") stays words.
+_URL_WORD = re.compile(r"(?:[a-z][a-z0-9+.-]*:)?//|(?:javascript|vbscript|data|file|mailto|tel):", re.IGNORECASE)
+_URL_EDGES = "()[]{}<>.,;:!?'\""
+_ACTION_KINDS = ("open_url", "copy", "ask")
+
+
+def without_refused_urls(text: str) -> str:
+    """`text` less its words that are URLs the link rule refuses (what "shown as text" may print)."""
+    return re.sub(r"\S+", lambda word: "" if _refused(word.group(0).strip(_URL_EDGES)) else word.group(0), text)
+
+
+def _refused(word: str) -> bool:
+    return _URL_WORD.match(word) is not None and safe_url(word) is None
+
+
+def _first(item: dict[str, Any], *keys: str) -> Any:
+    return next((item[key] for key in keys if item.get(key) not in (None, "")), None)
+
+
+def _action(item: dict[str, Any]) -> str | None:
+    """One item as a list line, or None when it is no usable action (then it is dropped, never
+    printed). The documented form is `{label, action, value}`; `{type|kind, url|prompt}` also reads."""
+    kind = next((k for k in (item.get("action"), item.get("type"), item.get("kind")) if k in _ACTION_KINDS), None)
+    label = plain(item.get("label"))
+    if kind == "open_url" and (url := safe_url(_first(item, "url", "value"))) is not None:
+        return f"- [{label or plain(url)}]({url})"
+    if kind == "copy" and isinstance(value := item.get("value"), str) and 0 < len(value) <= MAX_COPY:
+        shown = _code_block(value) if "\n" in value else code_span(value)
+        return f"- {label or 'Copy'}: {shown}"
+    if kind == "ask" and (prompt := plain(_first(item, "prompt", "value", "text", "label"))):
+        return f"- Suggested reply: “{prompt}”"
+    return None
+
+
 def actions(props: dict[str, Any]) -> str:
     """Links (safe ones only), values to copy as exact code spans, and suggested replies."""
-    lines: list[str] = []
-    for action in _dicts(_list(props, "actions", "items")):
-        kind = action.get("type", action.get("kind"))
-        label = plain(action.get("label"))
-        if kind == "open_url" and (url := safe_url(action.get("url"))) is not None:
-            lines.append(f"- [{label or plain(url)}]({url})")
-        elif kind == "copy" and isinstance(value := action.get("value"), str) and 0 < len(value) <= MAX_COPY:
-            shown = code_span(value) if "\n" not in value else _code_block(value)
-            lines.append(f"- {label or 'Copy'}: {shown}")
-        elif kind == "ask" and (prompt := plain(action.get("prompt", action.get("text", action.get("label"))))):
-            lines.append(f"- Suggested reply: “{prompt}”")
+    lines = [line for item in _dicts(_list(props, "actions", "items")) if (line := _action(item)) is not None]
     if not lines:
         raise InvalidProps("no usable action")
     return "\n".join(_title(props) + lines)
@@ -245,4 +270,4 @@ RENDERERS: dict[str, Render] = {
     "actions": actions,
 }
 
-__all__ = ["BODY_LIMIT", "MAX_DEPTH", "RENDERERS", "InvalidProps", "safe_url"]
+__all__ = ["BODY_LIMIT", "MAX_DEPTH", "RENDERERS", "InvalidProps", "safe_url", "without_refused_urls"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_server.haui.blocks import MAX_DEPTH, RENDERERS, InvalidProps, stat
+from acp_server.haui.blocks import MAX_DEPTH, RENDERERS, InvalidProps, stat, without_refused_urls
 from acp_server.haui.envelope import Block, Envelope, names_schema, number_blocks, read_envelope
 from acp_server.haui.text import BODY_LIMIT, TEXT_LIMIT, body, plain, trim, words
 from acp_server.haui.vivid import read_vivid
@@ -81,8 +81,9 @@ def _fallback(block: Block) -> str:
 
 
 def _as_text(found: list[Any]) -> str:
-    """Words of model JSON under the note, never the JSON itself; empty when there are none."""
-    text = " · ".join(p for w in words(found) if (p := plain(w)))
+    """Words of model JSON under the note, never the JSON itself nor a URL the link rule refuses;
+    empty when there are none."""
+    text = " · ".join(p for w in words(found) if (p := plain(without_refused_urls(w))))
     return f"{SHOWN_AS_TEXT} {trim(text, BODY_LIMIT)}" if text else ""
 
 

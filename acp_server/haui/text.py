@@ -15,6 +15,8 @@ ELLIPSIS = "…"
 # Characters that start Markdown (or HTML) constructs inside a line of plain text.
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~&#!])")
 _SPACE = re.compile(r"\s+")
+# Keys that label or configure a block (its kind, id, schema, tone), not words meant for the user.
+_ENUM_KEYS = frozenset({"type", "id", "schema", "version", "tone", "trend", "kind", "action", "ordered", "component"})
 # Inline code spans and fenced code: HTML is inert inside them, so `<` is left alone there.
 _CODE = re.compile(r"(`+)(?:.|\n)*?\1|^ {0,3}(```|~~~)[^\n]*\n(?:.|\n)*?^ {0,3}\2[^\n]*$", re.MULTILINE)
 
@@ -88,7 +90,7 @@ def words(value: Any, found: list[str] | None = None) -> list[str]:
         found.append(number(value))
     elif isinstance(value, dict):
         for key, item in value.items():  # pyright: ignore[reportUnknownVariableType] -- model JSON
-            if key not in ("type", "id", "schema", "version", "tone", "trend", "kind", "ordered", "component"):
+            if key not in _ENUM_KEYS:
                 words(item, found)
     elif isinstance(value, list):
         for item in value:  # pyright: ignore[reportUnknownVariableType] -- model JSON

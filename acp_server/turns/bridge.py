@@ -44,6 +44,7 @@ from adapters.events import (
     ToolCallUpdated,
     ToolContent,
     ToolKind,
+    ToolLocation,
     ToolStatus,
     TranscriptSaved,
     UsageReported,
@@ -190,7 +191,7 @@ class ThreadSink:
         kind: ToolKind = "other",
         name: str | None = None,
         raw_input: Any = None,
-        locations: Sequence[str] = (),
+        locations: Sequence[ToolLocation] = (),
         tool_call_id: str | None = None,
     ) -> str:
         if not tool_call_id or tool_call_id in self._tools:

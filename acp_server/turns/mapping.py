@@ -28,6 +28,7 @@ from adapters.events import (
     ToolCallStarted,
     ToolCallUpdated,
     ToolContent,
+    ToolLocation,
     TranscriptSaved,
     TurnFinished,
     UsageReported,
@@ -43,8 +44,11 @@ def tool_content(content: ToolContent) -> dict[str, Any]:
     return {"type": "terminal", "terminalId": content.terminal_id}
 
 
-def _locations(paths: tuple[str, ...]) -> list[dict[str, Any]]:
-    return [{"path": path} for path in paths]
+def _locations(found: tuple[ToolLocation, ...]) -> list[dict[str, Any]]:
+    return [
+        {"path": at} if isinstance(at, str) else {"path": at.path} | ({} if at.line is None else {"line": at.line})
+        for at in found
+    ]
 
 
 def tool_call_fields(event: ToolCallStarted) -> dict[str, Any]:

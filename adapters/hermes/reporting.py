@@ -21,8 +21,8 @@ SHOWN_OUTPUT = 4000  # characters of a tool's result shown as text in the editor
 class Reporter:
     """One turn's reports. Knows which of Hermes' tool calls are visible, refused, or carry a diff."""
 
-    def __init__(self, sink: Sink) -> None:
-        self.sink = sink
+    def __init__(self, sink: Sink, *, cwd: str) -> None:
+        self.sink, self.cwd = sink, cwd
         self.streamed = False
         self._lock = threading.Lock()
         self._visible: dict[str, str] = {}  # Hermes' tool call id -> the id the editor sees
@@ -73,7 +73,7 @@ class Reporter:
                 kind=kind_of(name),
                 name=name,
                 raw_input=args,
-                locations=locations_of(name, args),
+                locations=locations_of(name, args, cwd=self.cwd),
                 tool_call_id=call_id or None,
             )
         )

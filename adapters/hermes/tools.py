@@ -5,10 +5,11 @@ the todo list as a plan. Pure functions of a tool's name and arguments; no Herme
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any, Literal, cast
 
-from adapters.events import PlanEntry, ToolKind
+from adapters.events import Location, PlanEntry, ToolKind
 
 # Hermes' tool names -> ACP kinds; names not listed (plugins, MCP tools) are "other", and ask.
 KINDS: Mapping[str, ToolKind] = {
@@ -74,11 +75,15 @@ def title_of(name: str, args: Mapping[str, Any]) -> str:
             return name.replace("_", " ").capitalize()
 
 
-def locations_of(name: str, args: Mapping[str, Any]) -> tuple[str, ...]:
+def locations_of(name: str, args: Mapping[str, Any], *, cwd: str) -> tuple[Location, ...]:
+    """The file (or searched directory) a file tool touches, absolute as Hermes resolves it
+    (against the session's cwd, `~` as home), with the line a read starts at."""
     path = args.get("path")
-    if isinstance(path, str) and path and name in ("read_file", "write_file", "patch", "search_files"):
-        return (path,)
-    return ()
+    if not isinstance(path, str) or not path or name not in ("read_file", "write_file", "patch", "search_files"):
+        return ()
+    offset = args.get("offset") if name == "read_file" else None
+    line = offset if isinstance(offset, int) and not isinstance(offset, bool) and offset >= 1 else None
+    return (Location(os.path.normpath(os.path.join(cwd, os.path.expanduser(path))), line),)
 
 
 def plan_of(result: Any) -> tuple[PlanEntry, ...] | None:

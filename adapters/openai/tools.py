@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.base import Sink, ToolRefused
-from adapters.events import DiffContent, TerminalContent, TextContent, ToolContent, ToolKind, ToolStatus
+from adapters.events import (
+    DiffContent,
+    Location,
+    TerminalContent,
+    TextContent,
+    ToolContent,
+    ToolKind,
+    ToolLocation,
+    ToolStatus,
+)
 from adapters.openai import search
 from adapters.openai.jsonvalues import is_object
 
@@ -51,7 +60,7 @@ class Action:
     title: str
     kind: ToolKind
     run: Callable[[str], Outcome]
-    locations: tuple[str, ...] = ()
+    locations: tuple[ToolLocation, ...] = ()
     ask: bool = False
     preview: Callable[[], tuple[ToolContent, ...]] | None = None
 
@@ -175,7 +184,7 @@ def _read_file(args: Mapping[str, Any], ws: Workspace) -> Action:
             text = "".join(rows[:MAX_READ_LINES]) + f"\n[file continues; read on with start_line={first}]"
         return Outcome(text or "(empty)", raw_output={"lines": min(len(rows), MAX_READ_LINES)})
 
-    return Action(f"Read {path}{lines}", "read", run, locations=(ws.absolute(path),))
+    return Action(f"Read {path}{lines}", "read", run, locations=(Location(ws.absolute(path), start),))
 
 
 def _list_directory(args: Mapping[str, Any], ws: Workspace) -> Action:
