@@ -5,19 +5,23 @@ queued): a stream of SSE chunks (text, reasoning, tool calls, finish reasons, us
 slow, or held open until the client goes away) or an HTTP failure. Every request is recorded;
 GET /models lists `models` (entries may carry metadata such as `context_window` or `vision`).
 With `context_limit` set, a request whose body is over it (`tokens_of`: 4 bytes a token) is
-answered like OpenAI does: HTTP 400 `context_length_exceeded`, without using up an answer.
+answered like OpenAI does: HTTP 400 `context_length_exceeded`, without using up an answer;
+`max_request_chars` does the same for a body longer than that many characters as sent. With
+`prompt_chars_per_token` set, an answer that carries no usage reports the request's characters
+as sent over it as `prompt_tokens`, as a real endpoint counts its own tokens.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import select
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -159,11 +163,11 @@ def tokens_of(body: Any) -> int:
     return len(json.dumps(body)) // 4
 
 
-def too_long(limit: int, body: Any) -> Failure:
+def too_long(limit: int, tokens: int) -> Failure:
     return Failure(
         400,
         f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
-        f"{tokens_of(body)} tokens. Please reduce the length of the messages.",
+        f"{tokens} tokens. Please reduce the length of the messages.",
         code="context_length_exceeded",
     )
 
@@ -177,6 +181,8 @@ class FakeOpenAI:
         self.responder: Callable[[dict[str, Any]], Stream | Failure] | None = None  # when nothing is queued
         self.requests: list[Recorded] = []
         self.context_limit: int | None = None  # tokens (see `tokens_of`) a request may take
+        self.max_request_chars: int | None = None  # characters of a request's body as sent
+        self.prompt_chars_per_token: float | None = None  # the fake's tokenizer for `prompt_tokens`
         self.refused: list[dict[str, Any]] = []  # bodies answered "context length exceeded"
         self.disconnected = threading.Event()
         self.chat_arrived = threading.Event()
@@ -215,6 +221,22 @@ class FakeOpenAI:
             if self.responder is not None:
                 return self.responder(body)
             return Failure(500, "the test scripted no answer for this request")
+
+    def refusal(self, body: Any, raw: bytes) -> Failure | None:
+        """The context-length error for a request over a limit, or None."""
+        if self.context_limit is not None and tokens_of(body) > self.context_limit:
+            return too_long(self.context_limit, tokens_of(body))
+        if self.max_request_chars is not None and len(raw.decode()) > self.max_request_chars:
+            return too_long(self.max_request_chars // 4, len(raw.decode()) // 4)
+        return None
+
+    def with_usage(self, stream: Stream, raw: bytes) -> Stream:
+        """`stream` with a usage chunk counting the request's own tokens, when it has none."""
+        if self.prompt_chars_per_token is None or any("usage" in item for item in stream.chunks) or stream.hold_open:
+            return stream
+        prompt = math.ceil(len(raw.decode()) / self.prompt_chars_per_token)
+        usage = {"prompt_tokens": prompt, "completion_tokens": 10, "total_tokens": prompt + 10}
+        return replace(stream, chunks=[*stream.chunks, chunk(usage=usage)])
 
     def hold(self, handler: BaseHTTPRequestHandler) -> None:
         """Keep a stream open until the client closes its end (or the test ends)."""
@@ -257,17 +279,17 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._fail(Failure(404, "not found"))
                 return
             fake.chat_arrived.set()
-            if fake.context_limit is not None and tokens_of(body) > fake.context_limit:
+            if (refusal := fake.refusal(body, raw)) is not None:
                 fake.refused.append(body)
-                self._fail(too_long(fake.context_limit, body))
+                self._fail(refusal)
                 return
             answer = fake.next_answer(body)
             if isinstance(answer, Failure):
                 self._fail(answer)
             elif isinstance(body, dict) and not body.get("stream"):
-                self._json(200, completion(answer))  # a request that did not ask for a stream
+                self._json(200, completion(fake.with_usage(answer, raw)))  # a request that did not ask for a stream
             else:
-                self._stream(answer)
+                self._stream(fake.with_usage(answer, raw))
 
         def _record(self, body: Any, raw: bytes = b"") -> None:
             headers = {k.lower(): v for k, v in self.headers.items()}

@@ -19,6 +19,7 @@ from jsonschema import Draft202012Validator
 
 from acp_server.acp.handlers import AcpAgent
 from adapters.openai import OpenAIAdapter
+from adapters.openai.context import CUT_MARK
 from adapters.openai.history import STORED_RESULT_CHARS, SUMMARY_MARK
 from journal.store import Journal
 
@@ -235,16 +236,19 @@ async def test_an_endpoint_that_says_context_length_exceeded_gets_a_compacted_re
     assert tokens_of(retried) < tokens_of(fake.refused[0])
 
 
-async def test_a_tool_result_too_big_for_the_window_ends_the_turn_with_a_clear_message(fake, adapter, tmp_path):
+async def test_a_tool_result_too_big_for_the_window_reaches_the_model_cut_with_a_marker(fake, adapter, tmp_path):
     (tmp_path / "notes.txt").write_text("y" * 40_000)
     small_window(fake)
     fake.responder = reads_then_answers()
     async with running(AcpAgent(adapter(fake))) as editor:
         await editor.initialize()
         sid = await editor.new_session(tmp_path)
-        assert await editor.prompt(sid, "read it") == {"stopReason": "max_tokens"}
-        assert editor.text(sid).startswith("This turn cannot go on: its prompt and newest tool result alone need")
-    assert not fake.refused and len(fake.chats) == 1
+        assert await editor.prompt(sid, "read it") == {"stopReason": "end_turn"}
+        assert editor.text(sid) == "Read it."
+    assert not fake.refused and all(tokens_of(body) <= WINDOW for body in fake.chats)
+    result = tool_messages(fake.chats[-1])[-1]["content"]
+    cut = 40_000 - result.index("\n[...")
+    assert result == "y" * (40_000 - cut) + CUT_MARK.format(cut) and cut > 20_000
 
 
 @pytest.mark.parametrize("advertised", ["compaction", "notices", "nothing"])

@@ -19,16 +19,16 @@ from adapters.base import AdapterCapabilities, AgentError, Health, Sink, TurnInp
 from adapters.events import StopReason
 from adapters.haui_contract import RESPONSE_STYLE_OPTION, style_context
 from adapters.mcp_client import mcp_available
+from adapters.openai import context
 from adapters.openai.attachments import user_message
 from adapters.openai.client import Abort, Endpoint
 from adapters.openai.compaction import Compactor
 from adapters.openai.config import load_settings
-from adapters.openai.context import budget_of
 from adapters.openai.history import History
 from adapters.openai.jsonvalues import is_object
 from adapters.openai.mcp_tools import McpTools
 from adapters.openai.models import ModelCatalog, config_options
-from adapters.openai.prefix import system_message, tool_schemas
+from adapters.openai.prefix import fixed_part
 from adapters.openai.request import Overflow, Request
 from adapters.openai.stream import Reply
 from adapters.openai.tools import BUILTIN_TOOLS, Tool, Workspace, execute
@@ -58,7 +58,8 @@ class OpenAIAdapter:
         self._in_flight: dict[str, Abort] = {}
         self._costs: dict[str, float] = {}
         self._mcp: dict[str, McpTools] = {}  # session id -> its MCP connections, kept across turns
-        self._learned: dict[str, int] = {}  # model -> below the size of a request refused as too long
+        self._learned: dict[str, int] = {}  # model -> characters below those of a request refused as too long
+        self._estimates: dict[str, tuple[str, context.Estimate]] = {}  # session id -> (model, its estimate)
 
     # --- what the server asks before any turn ------------------------------------------
 
@@ -120,6 +121,7 @@ class OpenAIAdapter:
         """The session ended (called after its turns have): disconnect its MCP servers."""
         with self._lock:
             mcp = self._mcp.pop(session_id, None)
+            self._estimates.pop(session_id, None)
         if mcp is not None:
             mcp.close()
 
@@ -158,13 +160,30 @@ class OpenAIAdapter:
         return fresh.tools
 
     def _requests(self, turn: TurnInput, sink: Sink, model: str, abort: Abort, tools: Mapping[str, Tool]) -> StopReason:
-        """Ask, run the tool calls, ask again: until the model stops or the limit is reached.
-        Each finished round is saved to the session's transcript."""
-        workspace = Workspace(sink, turn.cwd)
-        history = History.resume(turn.transcript, turn.history, system_message(turn.cwd, turn.additional_directories))
+        """The turn's history and its requests, on the session's calibrated estimate (kept for
+        its next turn); the fixed part is terse when the model's window is small."""
+        budget = self.budget(model, context.DEFAULT)
+        system, schemas = fixed_part(tools.values(), turn.cwd, turn.additional_directories, budget=budget)
+        history = History.resume(turn.transcript, turn.history, system)
         history.start_turn(user_message(turn.prompt, sink, cwd=turn.cwd, roots=turn.additional_directories))
         history.style = style_context(str(turn.config.get(RESPONSE_STYLE_OPTION, "plain")))
-        request = Request(self, turn, sink, model, abort, tool_schemas(tools.values()))
+        with self._lock:
+            known_model, estimate = self._estimates.get(turn.session_id, (model, context.DEFAULT))
+        request = Request(
+            self, turn, sink, model, abort, schemas, estimate if known_model == model else context.DEFAULT
+        )
+        try:
+            return self._rounds(request, history, Workspace(sink, turn.cwd), tools)
+        finally:
+            with self._lock:
+                self._estimates[turn.session_id] = (model, request.estimate)
+
+    def _rounds(
+        self, request: Request, history: History, workspace: Workspace, tools: Mapping[str, Tool]
+    ) -> StopReason:
+        """Ask, run the tool calls, ask again: until the model stops or the limit is reached.
+        Each finished round is saved to the session's transcript."""
+        sink = request.sink
         for _ in range(self.settings.max_turn_requests):
             sink.check_cancelled()
             try:
@@ -173,7 +192,7 @@ class OpenAIAdapter:
                 history.save(sink)
                 sink.text(str(exc))
                 return "max_tokens"
-            self._report_usage(turn.session_id, reply, model, sink)
+            self._report_usage(request.turn.session_id, reply, request.model, sink)
             calls = [] if reply.refused or reply.finish_reason == "length" else reply.tool_calls()
             message = reply.message()
             if not calls:
@@ -232,16 +251,18 @@ class OpenAIAdapter:
             cached_read_tokens=cached_tokens(usage),
         )
 
-    def learn_budget(self, model: str, tokens: int) -> None:
-        """The endpoint refused a request of about `tokens` as too long: stay below that."""
+    def learn_budget(self, model: str, chars: int) -> None:
+        """The endpoint refused a request as too long: stay below `chars` of requests."""
         with self._lock:
-            self._learned[model] = min(tokens, self._learned.get(model, tokens))
+            self._learned[model] = min(chars, self._learned.get(model, chars))
 
-    def budget(self, model: str) -> int | None:
+    def budget(self, model: str, estimate: context.Estimate) -> int | None:
         """The tokens a request for `model` may take, when its window is known or was learnt."""
         window = self._window(model)
         with self._lock:
-            limits = [x for x in (None if window is None else budget_of(window), self._learned.get(model)) if x]
+            learned = self._learned.get(model)
+        limits = [context.budget_of(window)] if window is not None else []
+        limits += [estimate.tokens_for(learned)] if learned is not None else []
         return min(limits) if limits else None
 
     # --- settings ------------------------------------------------------------------------

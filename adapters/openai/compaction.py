@@ -3,7 +3,8 @@
 The summary is a model request of its own (no tools), streamed to the editor as
 `compaction_summary_chunk`s when it advertised `session.compaction`; a `notice` tells an editor
 with `session.notices`; otherwise a log line. The compacted history is saved with `base`, so a
-reload starts from it. When the summary request fails, a plain digest of the old part stands in.
+reload starts from it. When the summary request fails, a plain digest of the old part stands in;
+either is cut to the room set aside for it. Tool results cut to fit are saved the same way.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ context. Write a dense summary for the agent itself, at most {words} words: the 
 requests, decisions taken, files read or changed (paths, what was in or done to them), commands \
 run and their results, errors met, and what is still to do. If the conversation starts with an \
 earlier summary, fold it in. Facts only, no greeting."""
+RENDER_OVERHEAD = 50  # tokens of the summary request around its two messages' texts
+MIN_RENDER_CHARS = 1_000
 
 
 class Compactor:
@@ -39,39 +42,58 @@ class Compactor:
         self._endpoint, self._model, self._sink = endpoint, model, sink
         self._editor, self._abort, self._window = editor, abort, window
 
-    def compact(self, history: History, *, room: int, budget: int, harder: bool = False) -> None:
-        """Summarize what `context.plan` leaves out; raises `context.CannotFit`."""
+    def compact(
+        self,
+        history: History,
+        *,
+        room: int,
+        budget: int,
+        estimate: context.Estimate = context.DEFAULT,
+        harder: bool = False,
+    ) -> None:
+        """Summarize what `context.plan` leaves out and cut what it cut; raises `context.CannotFit`."""
         share = context.HARD_KEEP_SHARE if harder else context.KEEP_SHARE
-        plan = context.plan(history.messages[1:], history.turn_start - 1, room=room, keep_share=share)
+        reserve = context.summary_room(budget)
+        messages, start = history.messages[1:], history.turn_start - 1
+        plan = context.plan(messages, start, room=room, reserve=reserve, estimate=estimate, keep_share=share)
         if not plan.old:
-            return  # everything fits verbatim
+            if plan.cut:  # the newest tool results, cut to fit: nothing to summarize
+                history.replace([history.messages[0], *plan.kept], turn_start=1 + plan.prompt_at)
+                history.save(self._sink)
+            return
         compaction_id = f"compaction_{uuid.uuid4().hex[:12]}"
         if self._editor.compaction:
             self._sink.compaction(compaction_id, "in_progress")
-        summary, fallback = self._summary(plan.old, budget, compaction_id)
+        summary, fallback = self._summary(plan.old, budget, estimate, compaction_id)
         message = {"role": "user", "content": f"{SUMMARY_MARK}\n\n{summary}"}
         history.replace([history.messages[0], message, *plan.kept], turn_start=2 + plan.prompt_at)
         history.save(self._sink)
         self._announce(compaction_id, len(plan.old), summary if fallback else None)
 
-    def _summary(self, old: Sequence[dict[str, Any]], budget: int, compaction_id: str) -> tuple[str, bool]:
-        """The model's summary of `old`, or (when it cannot give one) a plain digest."""
-        limit = max(budget - context.SUMMARY_ROOM - 500, 1_000) * context.CHARS_PER_TOKEN
-        words = context.SUMMARY_ROOM // 2
+    def _summary(
+        self, old: Sequence[dict[str, Any]], budget: int, estimate: context.Estimate, compaction_id: str
+    ) -> tuple[str, bool]:
+        """The model's summary of `old`, or (when it cannot give one) a plain digest, cut to the
+        room set aside for it. The summary request takes the budget, its answer that room."""
+        reserve = context.summary_room(budget)
+        system = SUMMARIZER.format(words=reserve // 2)
+        limit = max(estimate.chars(budget - estimate.tokens(system) - RENDER_OVERHEAD), MIN_RENDER_CHARS)
         payload: dict[str, Any] = {
             "model": self._model,
             "stream": True,
             "messages": [
-                {"role": "system", "content": SUMMARIZER.format(words=words)},
+                {"role": "system", "content": system},
                 {"role": "user", "content": context.render(old, limit)},
             ],
         }
         try:
-            text = self._stream(payload, compaction_id)
+            text, fallback = self._stream(payload, compaction_id), False
         except AgentError as exc:
             log.warning("the model could not summarize the conversation: %s", exc)
-            return digest(old, str(exc)), True
-        return (text, False) if text.strip() else (digest(old, "the model answered nothing"), True)
+            text, fallback = digest(old, str(exc)), True
+        if not text.strip():
+            text, fallback = digest(old, "the model answered nothing"), True
+        return context.cut(text, estimate.chars(reserve)), fallback
 
     def _stream(self, payload: dict[str, Any], compaction_id: str) -> str:
         parts: list[str] = []

@@ -9,7 +9,7 @@ cut to `STORED_RESULT_CHARS` with a visible marker. A turn starts from the saved
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from adapters.base import Message, Sink, Transcript
@@ -46,7 +46,6 @@ class History:
     saved: int
     rebase: bool
     turn_start: int = 0
-    compactions: int = field(default=0)
     style: str = ""  # this turn's response-style context: sent before the prompt, never saved
 
     @classmethod
@@ -74,7 +73,6 @@ class History:
     def replace(self, messages: list[dict[str, Any]], turn_start: int) -> None:
         """After a compaction: the new conversation replaces the saved one at the next save."""
         self.messages, self.turn_start, self.rebase = messages, turn_start, True
-        self.compactions += 1
 
     def save(self, sink: Sink) -> None:
         """Journal what is not saved yet (everything, with `base`, after a rebase)."""
@@ -84,6 +82,11 @@ class History:
         sink.save_transcript(FORMAT, [stored(m) for m in self.messages[start:]], base=self.rebase)
         self.saved, self.rebase = len(self.messages), False
 
+    def framing(self) -> list[dict[str, Any]]:
+        """What every request of the turn sends besides the conversation: the system message and
+        the turn's style context."""
+        return [self.messages[0], *self._style()]
+
     def outgoing(self) -> list[dict[str, Any]]:
         """The messages to send: reasoning only on the current turn's assistant messages, and the
         turn's style context just before its prompt (after the stable prefix, so the cache holds)."""
@@ -91,9 +94,11 @@ class History:
             _without_reasoning(m) if i < self.turn_start and m.get("role") == "assistant" else m
             for i, m in enumerate(self.messages)
         ]
-        if self.style:
-            sent.insert(self.turn_start, {"role": "system", "content": self.style})
+        sent[self.turn_start : self.turn_start] = self._style()
         return sent
+
+    def _style(self) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": self.style}] if self.style else []
 
 
 def _without_reasoning(message: dict[str, Any]) -> dict[str, Any]:
