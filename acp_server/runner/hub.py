@@ -5,7 +5,8 @@ that say which connection owns each session, and the task group the turns run in
 connection (`RunnerAgent`): the peer, the client's capabilities and `initialize`. A turn runs in
 the hub's task group, so it outlives the connection whose `session/prompt` started it; when that
 connection goes away its sessions detach (nothing is cancelled), and a later `session/load`
-replays the journal and then streams the rest of the turn live.
+replays the journal (`session/resume`: only the turn still running) and then streams the rest
+of the turn live.
 """
 
 from __future__ import annotations
@@ -158,26 +159,27 @@ class RunnerAgent(AcpAgent):
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """The history (a turn still running included), the answer, then the turn's live rest."""
         session = await self._reattach(parse(LoadSessionParams, params))
-        await self._take_over(session, self.hub.journal.events(session.id))
+        await self._take_over(session, history=True)
         return self._reopened(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         """No history; but a turn still running is shown from its start, then goes on live, so
         the editor never gets a tail without its beginning."""
         session = await self._reattach(parse(LoadSessionParams, params))
-        run_id = await self._running_run(session.id)
-        records = self.hub.journal.events(session.id, run_id=run_id) if run_id is not None else _nothing()
-        await self._take_over(session, records)
+        await self._take_over(session, history=False)
         return self._reopened(session)
 
-    async def _take_over(self, session: Session, records: AsyncIterator[EventRecord]) -> None:
-        """Replay `records`, then (after the answer) the live rest: updates made meanwhile are
-        held, and those the replay did not include follow the answer (each event exactly once)."""
-        routes = self.hub.routes
-        routes.begin_load(session.id, self.peer)
+    async def _take_over(self, session: Session, *, history: bool) -> None:
+        """Replay the history (or only the turn running now), then, after the answer, the live
+        rest: updates made meanwhile are held, and those the replay did not include follow the
+        answer (each event exactly once)."""
+        routes, journal = self.hub.routes, self.hub.journal
+        routes.begin_load(session.id, self.peer)  # before the journal is read: a turn starting now is held
         seen: dict[str, int] = {}  # run id -> the last seq the replay showed
         try:
-            await self.replay(session, _tracked(records, seen))
+            run_id = None if history else await self._running_run(session.id)
+            if history or run_id is not None:
+                await self.replay(session, _tracked(journal.events(session.id, run_id=run_id), seen))
         except BaseException:
             routes.abort_load(session.id, self.peer)
             raise
@@ -198,8 +200,3 @@ async def _tracked(records: AsyncIterator[EventRecord], seen: dict[str, int]) ->
     async for record in records:
         seen[record.run_id] = record.seq
         yield record
-
-
-async def _nothing() -> AsyncIterator[EventRecord]:
-    return
-    yield
