@@ -4,6 +4,7 @@ A run records its owner's pid and a token (boot id + the process's start time, f
 /proc), so a reused pid or a reboot reads as a dead owner. Where /proc is missing the token
 is empty and only the pid is checked; where even that is unsafe (Windows, where signal 0
 would be CTRL_C_EVENT) an owner always counts as alive: a run is never wrongly interrupted.
+A zombie (killed, not yet reaped by its parent) is dead: it answers signal 0 all the same.
 """
 
 from __future__ import annotations
@@ -23,12 +24,27 @@ def process_token(pid: int) -> str:
     """`boot_id:start_ticks` for a live pid on Linux; "" when it cannot be known."""
     try:
         boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return ""
-    # Field 22 (starttime) counted after the command name, which may hold spaces and ')'.
-    fields = stat.rpartition(")")[2].split()
+    fields = _stat_fields(pid)
     return f"{boot_id}:{fields[19]}" if len(fields) > 19 else ""
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (field 3, the state, comes first);
+    [] where that cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    # After the last ')': the command name may hold spaces and ')'.
+    return stat.rpartition(")")[2].split()
+
+
+def _exited(pid: int) -> bool:
+    """A zombie (Z) or a dying process (X): it has ended, though its pid still answers."""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] in ("Z", "X")
 
 
 def is_alive(pid: int | None, token: str | None) -> bool:
@@ -45,6 +61,8 @@ def is_alive(pid: int | None, token: str | None) -> bool:
         return False
     except PermissionError:
         pass  # alive, owned by another user
+    if _exited(pid):
+        return False
     if not token:
         return True
     current = process_token(pid)

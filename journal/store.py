@@ -126,11 +126,15 @@ class Journal:
     async def _prepare(self) -> None:
         if await schema.user_version(self._write.conn) != schema.SCHEMA_VERSION:
             await self._write.transaction(schema.migrate)
-        self.recovered_runs = await self._recover_runs()
+        self.recovered_runs = await self.recover_runs()
 
-    async def _recover_runs(self) -> tuple[str, ...]:
-        rows = await self._write.conn.execute_fetchall(
-            "SELECT id, owner_pid, owner_token FROM runs WHERE status = 'running'"
+    async def recover_runs(self, session_id: str | None = None) -> tuple[str, ...]:
+        """Mark `interrupted` the running runs (of one session, or all) whose owner process is
+        gone: at open, and before a replay, so no replay shows a dead run as still going."""
+        self._check_open()
+        rows = await self._read.execute_fetchall(
+            "SELECT id, owner_pid, owner_token FROM runs WHERE status = 'running' AND (?1 IS NULL OR session_id = ?1)",
+            (session_id,),
         )
         dead = [(row[0],) for row in rows if not owners.is_alive(row[1], row[2])]
         if not dead:

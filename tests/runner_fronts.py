@@ -75,6 +75,15 @@ def gone(pid: int) -> bool:
     return False
 
 
+def ended(pid: int) -> bool:
+    """Gone, or dead but not yet reaped by its parent (a zombie still answers signal 0)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
+
+
 def wait_until(condition, timeout: float = 30, what: str = "the condition") -> None:
     """Wait for an outside process to reach a state (there is no event to wait on across processes)."""
     deadline = time.monotonic() + timeout

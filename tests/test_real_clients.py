@@ -382,6 +382,8 @@ def check_summary(summary: dict[str, Any], tmp_path: Path, sdk_version: str) -> 
     [mode] = [option for option in results["session/set_config_option"]["configOptions"] if option["id"] == "mode"]
     assert mode["currentValue"] == "accept-edits"
     assert results["session/resume"]["modes"]["currentModeId"] == "accept-edits"
+    # resume tells the client its slash commands after the answer, as load does
+    assert "session/update available_commands_update" in order[order.index("response session/resume") + 1 :]
     assert results["session/close"] == {}
 
 

@@ -11,9 +11,10 @@ import signal
 import socket
 import sqlite3
 import stat
+from functools import partial
 
 import pytest
-from runner_fronts import Front, cli, gone, runners, short_runtime_dir, wait_until
+from runner_fronts import Front, cli, ended, gone, runners, short_runtime_dir, wait_until
 
 from acp_server.runner.paths import peer_uid, runtime_dir, same_user
 
@@ -212,6 +213,61 @@ def test_a_killed_runner_leaves_the_run_interrupted_and_the_next_front_starts_a_
     [new] = runners()
     assert new["pid"] != old["pid"]
     assert run_states(tmp_path / "journal.db") == ["interrupted"]
+
+
+def test_a_reload_right_after_a_runner_is_killed_mid_turn_always_says_the_turn_was_interrupted(tmp_path, runner_env):
+    db = tmp_path / "journal.db"
+    for attempt in range(5):
+        starter = Front(*runner_env, cwd=str(tmp_path))
+        sid = start_turn(starter, str(tmp_path), "stream")
+        read_until(starter, lambda f: text([f]) != "")
+        starter.kill_group()  # the runner's parent goes: when the runner dies, nobody reaps it at once
+        [old] = [runner["pid"] for runner in runners()]
+        os.kill(old, signal.SIGKILL)
+        wait_until(partial(ended, old), what="the killed runner to die")
+
+        front = Front(*runner_env, cwd=str(tmp_path))  # starts the next runner
+        front.initialize()
+        replayed, _ = load(front, sid, str(tmp_path))
+        assert "This turn was interrupted" in text(replayed), f"attempt {attempt}"
+        assert run_states(db)[-1] == "interrupted"  # settled before the replay, not after
+        front.close_stdin()
+        assert front.wait() == 0
+
+
+def test_a_resume_mid_turn_shows_the_turn_from_its_start_then_the_live_rest_and_the_next_prompt_waits(
+    tmp_path, runner_env
+):
+    first = Front(*runner_env, cwd=str(tmp_path))
+    sid = start_turn(first, str(tmp_path), "stream")
+    read_until(first, lambda f: text([f]).startswith("w50 "))
+    first.kill_group()
+
+    second = Front(*runner_env, cwd=str(tmp_path))
+    second.initialize()
+    resume_id = second.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path)})
+    replayed = read_until(second, lambda f: f.get("id") == resume_id and "method" not in f)[:-1]
+    waiting = second.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "next"}]})
+    live = read_until(second, is_permission)  # the gate, asked again of the front now attached
+    allow(second, live[-1])
+    rest = read_until(second, lambda f: f.get("id") == waiting and "method" not in f)
+    assert rest[-1]["result"] == {"stopReason": "end_turn"}
+    assert text(replayed).startswith("w0 w1 ")  # the turn from its start, before the answer
+    everything = text(replayed) + text(live) + text(rest)
+    assert everything == "".join(WORDS) + "THE END" + "short reply"  # nothing lost, nothing twice
+    assert texts_by_run(tmp_path / "journal.db") == ["".join(WORDS) + "THE END", "short reply"]  # each its own
+
+
+def texts_by_run(db) -> list[str]:
+    """Each run's agent text, as the journal keeps it."""
+    texts: dict[int, str] = {}
+    rows = sqlite3.connect(db).execute(
+        "SELECT r.seq_no, e.payload FROM events e JOIN runs r ON r.id = e.run_id WHERE e.type = 'text' "
+        "ORDER BY r.seq_no, e.seq"
+    )
+    for run_no, payload in rows:
+        texts[run_no] = texts.get(run_no, "") + json.loads(payload)["text"]
+    return list(texts.values())
 
 
 def test_two_fronts_starting_at_once_start_one_runner(tmp_path, runner_env):

@@ -1,6 +1,7 @@
 """The runner's routes on their own, over real peers on in-memory streams: updates held during a
-load follow its answer minus what the replay showed; a question waits for an owner, moves to the
-next one, and fails closed when none comes."""
+load follow its answer minus what the replay showed, even when the loading editor prompts before
+the hand-over; a question waits for an owner, moves to the next one, and fails closed when none
+comes."""
 
 from __future__ import annotations
 
@@ -65,6 +66,25 @@ async def test_updates_held_during_a_load_follow_it_without_those_the_replay_sho
             await editor.got.wait()
             tg.cancel_scope.cancel()
     assert editor.seen == [3, 4, 5]
+
+
+async def test_a_prompt_from_the_editor_still_loading_keeps_the_held_updates_in_order():
+    routes = Routes(detached_wait=10)
+    editor, side = Editor("e"), Peer()
+    editor.expect = 3
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            start_pair(tg, side, {}, editor.peer, editor.handlers())
+            routes.begin_load("s", side)
+            for seq in range(5):
+                await notify(routes, seq)
+            routes.attach("s", side)  # its session/prompt, read before the load's hand-over ran
+            await notify(routes, 5)
+            await routes.finish_load("s", side, {"run_1": 2})
+            await editor.got.wait()
+            tg.cancel_scope.cancel()
+    assert editor.seen == [3, 4, 5]
+    assert routes.owner("s") is side
 
 
 async def test_a_question_waits_for_an_owner_moves_to_the_next_and_fails_closed_without_one():

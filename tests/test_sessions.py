@@ -104,8 +104,29 @@ async def test_resume_reattaches_without_replaying_and_the_next_prompt_has_the_h
         resumed = await editor.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path)})
         assert set(resumed) == {"modes", "configOptions"}
         assert await editor.prompt(sid, "second words") == {"stopReason": "end_turn"}
-        assert editor.kinds(sid) == ["agent_message_chunk"]
+        assert editor.kinds(sid) == ["available_commands_update", "agent_message_chunk"]
         assert editor.text(sid) == "second words"
+
+
+@pytest.mark.parametrize("method", ["session/load", "session/resume"])
+async def test_load_and_resume_announce_the_slash_commands_right_after_their_answer(tmp_path, method):
+    db = tmp_path / "journal.db"
+    async with server(db) as editor:
+        sid = await editor.new_session(tmp_path)
+        [announced] = await editor.wait_for(
+            lambda: [u for u in editor.updates[sid] if u["sessionUpdate"] == "available_commands_update"]
+        )
+        await editor.request("session/set_mode", {"sessionId": sid, "modeId": "read-only"})
+        await editor.prompt(sid, "first words")
+    async with server(db) as editor:
+        answer = await editor.request(method, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        await editor.wait_for(lambda: "available_commands_update" in editor.kinds(sid))
+        answered_at = next(i for i, f in enumerate(editor.frames) if f.get("id") == editor.last_id)
+        after = [f["params"]["update"] for f in editor.frames[answered_at:] if f.get("method") == "session/update"]
+    assert after == [announced]  # the same list as after session/new, and nothing else
+    assert answer["modes"]["currentModeId"] == "read-only"  # the mode and options as they are now
+    [mode] = [option for option in answer["configOptions"] if option["id"] == "mode"]
+    assert mode["currentValue"] == "read-only"
 
 
 async def test_a_prompt_to_a_known_session_after_a_restart_works_without_load(tmp_path):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -60,10 +61,11 @@ from acp_server.rpc.errors import (
     invalid_params,
 )
 from acp_server.rpc.peer import Peer
-from acp_server.turns.replay import iso, replay_updates
+from acp_server.turns.replay import Replayable, iso, replay_updates
 from acp_server.turns.rich import haui_on
 from acp_server.turns.services import ClientCapabilities
 from adapters.base import AdapterCapabilities, RuntimeAdapter, TurnInput, close_session, open_session
+from journal.records import RunRecord
 from journal.redact import redact_text
 from journal.states import RunState
 from journal.store import Journal
@@ -267,24 +269,26 @@ class AcpAgent:
         """Replay the whole conversation, then answer (modes and config options): history comes first."""
         session = await self._reattach(parse(LoadSessionParams, params))
         assert self.journal is not None
-        runs = {run.id: run for run in await self.journal.runs(session.id)}
-
-        def interrupted(run_id: str) -> float | bool:
-            run = runs.get(run_id)
-            if run is None or run.status != RunState.INTERRUPTED:
-                return False
-            return run.ended_at if run.ended_at is not None else True
-
-        records = self.journal.events(session.id)
-        rich = haui_on(session.config, self.options.haui)  # the session's switch as it is now (README)
-        async for update in replay_updates(records, interrupted, rich=rich):
-            await self.notify_update(session.id, update)
-        self._announce_commands(session.id)
-        self._open(session)
-        return self._session_state(session)
+        await self.replay(session, self.journal.events(session.id))
+        return self._reopened(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
-        session = await self._reattach(parse(LoadSessionParams, params))
+        """What load sends but the history: the answer (modes and config options), then the commands."""
+        return self._reopened(await self._reattach(parse(LoadSessionParams, params)))
+
+    async def replay(self, session: Session, records: AsyncIterable[Replayable]) -> None:
+        """Send `records` as updates, a run cut off ending with a notice. A run its dead owner
+        left `running` is settled first: a reload right after a crash says so (README)."""
+        assert self.journal is not None
+        await self.journal.recover_runs(session.id)
+        runs = {run.id: run for run in await self.journal.runs(session.id)}
+        rich = haui_on(session.config, self.options.haui)  # the session's switch as it is now (README)
+        async for update in replay_updates(records, partial(_cut_off, runs), rich=rich):
+            await self.notify_update(session.id, update)
+
+    def _reopened(self, session: Session) -> dict[str, Any]:
+        """How load and resume end: the commands follow the answer, as after session/new."""
+        self._announce_commands(session.id)
         self._open(session)
         return self._session_state(session)
 
@@ -415,6 +419,14 @@ class AcpAgent:
                     FieldProblem(f"prompt.{index}.type", "is not supported"),
                     message=f"this agent does not accept {block['type']} content",
                 )
+
+
+def _cut_off(runs: dict[str, RunRecord], run_id: str) -> float | bool:
+    """False for a run that was not interrupted; else when it was found cut off (True: unknown)."""
+    run = runs.get(run_id)
+    if run is None or run.status != RunState.INTERRUPTED:
+        return False
+    return run.ended_at if run.ended_at is not None else True
 
 
 def _same_directory(first: str, second: str) -> bool:

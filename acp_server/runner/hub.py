@@ -5,12 +5,14 @@ that say which connection owns each session, and the task group the turns run in
 connection (`RunnerAgent`): the peer, the client's capabilities and `initialize`. A turn runs in
 the hub's task group, so it outlives the connection whose `session/prompt` started it; when that
 connection goes away its sessions detach (nothing is cancelled), and a later `session/load`
-replays the journal and then streams the rest of the turn live.
+replays the journal (`session/resume`: only the turn still running) and then streams the rest
+of the turn live.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -19,12 +21,11 @@ from anyio.abc import TaskGroup
 
 from acp_server.acp.handlers import SEQUENTIAL, AcpAgent
 from acp_server.acp.prompting import AgentOptions
-from acp_server.acp.sessions import SessionStore
+from acp_server.acp.sessions import Session, SessionStore
 from acp_server.protocol.models import LoadSessionParams, parse
 from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.runner.routes import Routes, current_cursor
-from acp_server.turns.replay import replay_updates
 from adapters.base import RuntimeAdapter
 from adapters.events import Envelope
 from journal.records import EventRecord
@@ -141,11 +142,6 @@ class RunnerAgent(AcpAgent):
         self.hub.routes.attach(result["sessionId"], self.peer)
         return result
 
-    async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
-        result = await super().handle_session_resume(params)
-        self.hub.routes.attach(parse(LoadSessionParams, params).session_id, self.peer)
-        return result
-
     async def handle_session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = params.get("sessionId")
         if isinstance(session_id, str):
@@ -161,34 +157,46 @@ class RunnerAgent(AcpAgent):
             raise
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Replay up to a cursor, answer, then the live rest: updates made while the replay ran
-        are held, and those it did not include follow the answer (each event exactly once)."""
+        """The history (a turn still running included), the answer, then the turn's live rest."""
         session = await self._reattach(parse(LoadSessionParams, params))
+        await self._take_over(session, history=True)
+        return self._reopened(session)
+
+    async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
+        """No history; but a turn still running is shown from its start, then goes on live, so
+        the editor never gets a tail without its beginning."""
+        session = await self._reattach(parse(LoadSessionParams, params))
+        await self._take_over(session, history=False)
+        return self._reopened(session)
+
+    async def _take_over(self, session: Session, *, history: bool) -> None:
+        """Replay the history (or only the turn running now), then, after the answer, the live
+        rest: updates made meanwhile are held, and those the replay did not include follow the
+        answer (each event exactly once)."""
         routes, journal = self.hub.routes, self.hub.journal
-        routes.begin_load(session.id, self.peer)
-        seen: dict[str, int] = {}
+        routes.begin_load(session.id, self.peer)  # before the journal is read: a turn starting now is held
+        seen: dict[str, int] = {}  # run id -> the last seq the replay showed
         try:
-            runs = {run.id: run for run in await journal.runs(session.id)}
-
-            def interrupted(run_id: str) -> float | bool:
-                run = runs.get(run_id)
-                if run is None or run.status != RunState.INTERRUPTED:
-                    return False
-                return run.ended_at if run.ended_at is not None else True
-
-            async def tracked() -> AsyncIterator[EventRecord]:
-                async for record in journal.events(session.id):
-                    seen[record.run_id] = record.seq
-                    yield record
-
-            async for update in replay_updates(tracked(), interrupted):
-                await self.notify_update(session.id, update)
+            run_id = None if history else await self._running_run(session.id)
+            if history or run_id is not None:
+                await self.replay(session, _tracked(journal.events(session.id, run_id=run_id), seen))
         except BaseException:
             routes.abort_load(session.id, self.peer)
             raise
-        self._announce_commands(session.id)
         try:
             self.peer.spawn(lambda: routes.finish_load(session.id, self.peer, seen))
         except PeerClosedError:
             routes.abort_load(session.id, self.peer)
-        return self._session_state(session)
+
+    async def _running_run(self, session_id: str) -> str | None:
+        """The session's run this runner is running now, if any (a run another process owns is
+        not: its rest would never come live here)."""
+        runs = await self.hub.journal.runs(session_id)
+        ours = [run.id for run in runs if run.status is RunState.RUNNING and run.owner_pid == os.getpid()]
+        return ours[-1] if ours else None
+
+
+async def _tracked(records: AsyncIterator[EventRecord], seen: dict[str, int]) -> AsyncIterator[EventRecord]:
+    async for record in records:
+        seen[record.run_id] = record.seq
+        yield record

@@ -3,8 +3,8 @@
 A turn in the runner talks to "the editor of its session", not to the connection it started on.
 `Routes` stands in for that peer: updates go to the owner (or nowhere while detached: they are
 in the journal already); requests wait for an owner, up to `detached_wait` seconds, and are asked
-again of the next owner when theirs leaves or is taken over. A session being loaded buffers its
-live updates until the replay has answered, then sends those the replay did not cover.
+again of the next owner when theirs leaves or is taken over. A session being loaded (or resumed)
+buffers its live updates until the replay has answered, then sends those the replay did not cover.
 """
 
 from __future__ import annotations
@@ -60,12 +60,15 @@ class Routes(Peer):
         there (it gets `$/cancel_request`) and asked again here."""
         if self._owners.get(session_id) is peer:
             return
+        loading = self._loading.get(session_id)
+        if loading is not None and loading.peer is peer:
+            return  # its own load or resume hands it over, once the updates held meanwhile are sent
         self._loading.pop(session_id, None)
         self._owners[session_id] = peer
         self._signal(session_id)
 
     def begin_load(self, session_id: str, peer: Peer) -> None:
-        """A load by `peer` starts: the earlier owner loses the session, live updates are held."""
+        """A load or resume by `peer` starts: the earlier owner loses the session, live updates are held."""
         self._owners.pop(session_id, None)
         self._loading[session_id] = _Loading(peer)
         self._signal(session_id)
@@ -85,6 +88,7 @@ class Routes(Peer):
             except PeerClosedError:
                 break
         if self._loading.get(session_id) is loading:
+            del self._loading[session_id]
             self.attach(session_id, peer)
 
     def abort_load(self, session_id: str, peer: Peer) -> None:
