@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -87,6 +88,22 @@ class Acpx:
             f"acpx {args} exited {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}"
         )
         return done
+
+    def wait_until_idle(self, name: str) -> None:
+        """Until the process acpx keeps for a named session after a prompt (for `--ttl`) is gone,
+        so the next command starts a fresh server."""
+        status = json.loads(self.run("--format", "json", "status", "-s", name).stdout.splitlines()[-1])
+        if "pid" not in status:
+            return
+        try:
+            pidfd = os.pidfd_open(status["pid"])
+        except ProcessLookupError:
+            return
+        try:
+            readable, _, _ = select.select([pidfd], [], [], ACPX_TIMEOUT)
+            assert readable, f"acpx's process {status['pid']} for {name} outlived its --ttl by {ACPX_TIMEOUT} s"
+        finally:
+            os.close(pidfd)
 
     def transcript(self, *args: str) -> list[dict[str, Any]]:
         """The ACP messages of one run (`--format json`), the server's checked against the schema."""
@@ -179,6 +196,7 @@ def test_a_named_acpx_session_prompted_twice_is_resumed_by_each_fresh_server_wit
     session_id = client.run("sessions", "new", "--name", "notes").stdout.strip().splitlines()[-1]
     assert session_id.startswith("sess_")
     for text in ("first: the word is kiwi", "second: what was the word?"):
+        client.wait_until_idle("notes")
         messages = client.transcript("--approve-all", "prompt", "-s", "notes", text)
         # A fresh server each time (it is initialized), which resumes the session rather than making one.
         assert requests(messages, methods.INITIALIZE)
@@ -219,6 +237,7 @@ def test_acpx_set_mode_and_set_change_the_session_in_the_journal_and_the_next_pr
     client.run("set-mode", "-s", "notes", "read-only")
     client.run("set", "-s", "notes", "haui", "off")
     assert anyio.run(journal_session, client.db, session_id) == ("read-only", {"haui": "off"})
+    client.wait_until_idle("notes")
     messages = client.transcript("--approve-all", "prompt", "-s", "notes", "please update the notes")
     (resume,) = requests(messages, methods.SESSION_RESUME)
     result = answer_to(messages, resume)["result"]
@@ -298,6 +317,7 @@ def test_acpx_sessions_list_shows_the_session_and_close_frees_its_name_for_a_new
     client.run("sessions", "close", "notes")
     second = client.run("sessions", "new", "--name", "notes").stdout.strip().splitlines()[-1]
     assert second.startswith("sess_") and second != first
+    client.wait_until_idle("notes")
     messages = client.transcript("--approve-all", "prompt", "-s", "notes", "again")
     (resume,) = requests(messages, methods.SESSION_RESUME)
     assert resume["params"]["sessionId"] == second
