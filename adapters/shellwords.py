@@ -22,8 +22,8 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any, Literal, cast
 
-Kind = Literal["plain", "quoted", "glob"]
-_QUOTED: Kind = "quoted"
+_Kind = Literal["plain", "quoted", "glob"]
+_QUOTED: _Kind = "quoted"
 
 _BLANKS = " \t"
 _SEPARATORS = ";&|\n"
@@ -41,7 +41,7 @@ _HARMLESS_REDIRECTION = re.compile(rf"(?:[<>]&(?:\d+|-)|(?:<|>>?|>\|)[ \t]*/dev/
 
 @dataclass(slots=True)
 class _Word:
-    chars: list[tuple[str, Kind]] = field(default_factory=list[tuple[str, Kind]])
+    chars: list[tuple[str, _Kind]] = field(default_factory=list[tuple[str, _Kind]])
 
     def text(self) -> str:
         return "".join(char for char, _ in self.chars)
@@ -67,7 +67,7 @@ class _Word:
         return "".join("'" + text.replace("'", "'\"'\"'") + "'" if kind == "quoted" else text for kind, text in runs)
 
 
-Item = _Word | str  # a word, or a harmless redirection in its canonical spelling
+_Item = _Word | str  # a word, or a harmless redirection in its canonical spelling
 
 
 class _Opaque(Exception):
@@ -99,7 +99,7 @@ class _Lexer:
     def __init__(self, line: str) -> None:
         self.line = line
         self.at = 0
-        self.items: list[Item] = []
+        self.items: list[_Item] = []
         self.word: _Word | None = None
         self.done: list[str] = []
 
@@ -130,7 +130,7 @@ class _Lexer:
         self.end_command()
         return self.done
 
-    def add(self, char: str, kind: Kind) -> None:
+    def add(self, char: str, kind: _Kind) -> None:
         if self.word is None:
             self.word = _Word()
         self.word.chars.append((char, kind))
@@ -200,7 +200,6 @@ class _Lexer:
                 descriptor, self.word = text, None
             elif any(kind == "glob" for _, kind in self.word.chars):
                 raise _Opaque  # `{fd}>&1` names a variable to set
-        self.end_word()
         self.redirect(descriptor, self.at)
 
     def redirect(self, descriptor: str, operator: int) -> None:
@@ -212,7 +211,7 @@ class _Lexer:
         self.at = found.end()
 
 
-def _canonical(items: list[Item]) -> str:
+def _canonical(items: list[_Item]) -> str:
     """One simple command's spelling: leading assignments as `NAME=value`, then the program
     and its arguments, redirections where they stand."""
     spelled: list[str] = []
@@ -232,6 +231,6 @@ def _canonical(items: list[Item]) -> str:
 def _program(word: _Word) -> _Word:
     if any(word.unquoted(reserved) for reserved in _RESERVED):
         raise _Opaque
-    if _NAME.fullmatch(word.text().partition("=")[0]) and "=" in word.text():
+    if "=" in word.text() and _NAME.fullmatch(word.text().partition("=")[0]):
         raise _Opaque  # `'A=b' cmd` runs a program named A=b, but reads like an assignment
     return word

@@ -111,9 +111,7 @@ async def prompts(adapter: RuntimeAdapter, ws: Path, count: int, *answers: str):
 
 
 @pytest.mark.parametrize("line", BYPASSES)
-async def test_always_allowing_git_status_does_not_let_another_line_run_unasked_in_the_scripted_agent(
-    workspace, line
-):
+async def test_always_allowing_git_status_does_not_let_another_line_run_unasked_in_the_scripted_agent(workspace, line):
     line = line.format(bin=workspace.parent / "bin")
     editor = await prompts(scripted("git status", line), workspace, 2, "allow_always", "reject_once")
     first, second = questions(editor)

@@ -74,7 +74,7 @@ class Insisting(SimpleAdapter):
 
 
 async def test_a_question_shows_the_call_under_its_latest_title(tmp_path):
-    editor, sid = await play(Renaming(), tmp_path, "allow_once")
+    editor, _ = await play(Renaming(), tmp_path, "allow_once")
     (question,) = questions(editor)
     assert question["title"] == "ls"
 

@@ -53,7 +53,8 @@ def answering(*options: str):
 
 
 def asked(editor) -> list[str]:
-    return [r["params"]["toolCall"]["title"] for r in editor.server_requests if r["method"] == "session/request_permission"]
+    requests = [r for r in editor.server_requests if r["method"] == "session/request_permission"]
+    return [r["params"]["toolCall"]["title"] for r in requests]
 
 
 def calls(log: Path) -> list[str]:

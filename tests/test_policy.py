@@ -69,8 +69,9 @@ def test_always_rejecting_a_command_rejects_every_line_that_runs_it():
 
 
 def test_always_rejecting_a_list_rejects_exactly_that_line_not_each_of_its_commands():
-    remembered = always(run("git status && rm -rf build"), False)
-    assert subject_of(run("git status && rm -rf build")).reject_label == "Always reject exactly `git status && rm -rf build`"
+    line = run("git status && rm -rf build")
+    remembered = always(line, False)
+    assert subject_of(line).reject_label == "Always reject exactly `git status && rm -rf build`"
     assert decide("yolo", run("git status && rm -rf build"), remembered) == "deny"
     assert decide("yolo", run("git status"), remembered) == "allow"
 
@@ -99,10 +100,22 @@ def test_each_option_is_named_by_what_it_covers():
     assert subject_of(tool("edit", "write_file")).allow_label == "Always allow `write_file` (any input)"
 
 
+def test_a_command_given_a_working_directory_is_asked_about_with_it():
+    terminal = ToolCallStarted("call_1", "Run make", "execute", "terminal", {"command": "make", "workdir": "/w"})
+    assert subject_of(terminal).allow_label == "Always allow `cd /w` and `make`"
+    assert decide("ask", terminal, always(run("make"))) == "ask"
+
+
+MCP_NAMES = [
+    "mcp__srv__get_weather",
+    "mcp__github__get_file_contents",
+    "mcp__find__anything",
+    "mcp__cat__rm_everything",
+]
+
+
 @pytest.mark.parametrize("declared", ["read", "search", "other", None])
-@pytest.mark.parametrize(
-    "name", ["mcp__srv__get_weather", "mcp__github__get_file_contents", "mcp__find__anything", "mcp__cat__rm_everything"]
-)
+@pytest.mark.parametrize("name", MCP_NAMES)
 def test_an_mcp_tool_asks_whatever_its_name_or_declared_kind_says(name, declared):
     assert classify(name, declared) == "other"
     assert decide("ask", tool(declared or "other", name), {}) == "ask"

@@ -65,9 +65,9 @@ class PermissionFlow:
         """Before a command runs for a tool call whose permission was decided: refuse it when the
         call was not allowed; decide again when it is not the command the decision named (the
         agent changed it, or the question named none), so what runs is what was allowed."""
-        tool, allowed = self.decided.get(tool_call_id or "", (None, True))
-        if tool is None:
-            return  # the agent did not ask about this call
+        if tool_call_id not in self.decided:
+            return  # the agent did not ask about this call (or named none)
+        tool, allowed = self.decided[tool_call_id]
         if not allowed:
             raise ToolRefused("Refused: this tool call was not allowed")
         if approved_command(tool) == command:

@@ -149,21 +149,24 @@ def approved_command(tool: ToolCallStarted) -> str | None:
 
 
 def subject_of(tool: ToolCallStarted) -> Subject:
+    """What a question about this call is about: its command line's simple commands (the line
+    itself when it is opaque), or the tool."""
     line = approved_command(tool)
     if line is None:
         key, shown = f"{classify(tool.name, tool.tool_kind)}:{tool.name or tool.title}", tool.name or tool.title
         return Subject((key,), (key,), f"Always allow `{shown}` (any input)", f"Always reject `{shown}` (any input)")
     line = line.strip()
     parts = simple_commands(line)
+    exactly = f"Always reject exactly `{line}`"
     if parts is None:
-        return Subject((), (LINE_KEY + line,), None, f"Always reject exactly `{line}`")
+        return Subject((), (LINE_KEY + line,), None, exactly)
     parts = tuple(dict.fromkeys(parts))
     allow = tuple(COMMAND_KEY + part for part in parts)
     shown = [f"`{part}`" for part in parts]
-    allow_label = "Always allow " + (shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1])
+    listed = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
     if len(parts) == 1:
-        return Subject(allow, allow, allow_label, f"Always reject {shown[0]}")
-    return Subject(allow, (LINE_KEY + line,), allow_label, f"Always reject exactly `{line}`")
+        return Subject(allow, allow, f"Always allow {listed}", f"Always reject {listed}")
+    return Subject(allow, (LINE_KEY + line,), f"Always allow {listed}", exactly)
 
 
 def remembered(tool: ToolCallStarted, decisions: Mapping[str, bool]) -> bool | None:
