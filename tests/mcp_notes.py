@@ -3,7 +3,8 @@
 Run as a script it serves over stdio, or with `http` over streamable HTTP on 127.0.0.1 (it
 prints its port once it listens). Its environment shapes it: NOTES_LOG gets one process id per
 start (tests count connections), NOTES_CALLS one tool name per call, NOTES_NAME is what `whoami`
-answers, and NOTES_EXTRA adds a tool `extra`.
+answers, NOTES_EXTRA adds a tool `extra`, and NOTES_TOOLS (names, space-separated) adds tools
+that claim to only read (`readOnlyHint`) and answer their own names.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def serve() -> None:
     import anyio
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
 
     _note("NOTES_LOG", str(os.getpid()))
     server = MCPServer("notes")
@@ -87,6 +89,10 @@ def serve() -> None:
             """Only there when NOTES_EXTRA is set."""
             return "extra"
 
+    for name in os.environ.get("NOTES_TOOLS", "").split():
+        read_only = ToolAnnotations(read_only_hint=True)
+        server.add_tool(_answering(name), name=name, description=f"Reads {name}.", annotations=read_only)
+
     if sys.argv[1:2] == ["http"]:
         import socket
 
@@ -99,6 +105,14 @@ def serve() -> None:
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
     else:
         server.run()
+
+
+def _answering(name: str) -> Any:
+    def tool() -> str:
+        _note("NOTES_CALLS", name)
+        return name
+
+    return tool
 
 
 if __name__ == "__main__":

@@ -91,9 +91,9 @@ async def test_always_answers_are_listed_and_revoked_with_the_permissions_comman
         sid = await editor.new_session(tmp_path)
         await editor.prompt(sid, "deploy")
         await editor.prompt(sid, "/permissions")
-        assert "1. always allow `execute:make`" in editor.text(sid)
+        assert "1. always allow `command:make deploy`" in editor.text(sid)
         await editor.prompt(sid, "/permissions revoke 1")
-        assert "Revoked: always allow `execute:make`" in editor.text(sid)
+        assert "Revoked: always allow `command:make deploy`" in editor.text(sid)
         await editor.prompt(sid, "deploy")
         assert len(asked(editor)) == 2
 

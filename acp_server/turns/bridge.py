@@ -5,7 +5,8 @@ worker only wakes the loop when the buffer was empty, and while the loop lags be
 consecutive text deltas merge in the buffer instead of piling up. Only the first delta of a run
 waits until it is published, so the first words reach the editor at once. Asks (permission, files,
 commands) travel through the same buffer, so they reach the editor after every report made
-before them, and the worker blocks on a future until the loop answers. After `cancel`, every
+before them, and the worker blocks on a future until the loop answers; once a permission
+question named a tool call, later title changes of that call are dropped. After `cancel`, every
 sink call raises `TurnCancelled` and nothing the worker reports reaches the editor.
 """
 
@@ -113,7 +114,8 @@ class ThreadSink:
         self._wake = asyncio.Event()
         self._cancel_event = threading.Event()
         self._asks: set[concurrent.futures.Future[Any]] = set()
-        self._tools: dict[str, ToolCallStarted] = {}
+        self._tools: dict[str, ToolCallStarted] = {}  # each call as a permission question would show it
+        self._asked: set[str] = set()  # calls a permission question was put about: their titles stay
         self._last: type[TextDelta] | type[ThoughtDelta] | None = None  # the kind of delta reported last
 
     # --- worker side: control ------------------------------------------------------------
@@ -212,12 +214,16 @@ class ThreadSink:
     ) -> None:
         if tool_call_id not in self._tools:
             raise ValueError(f"unknown tool call id {tool_call_id!r}: start it with tool_call()")
+        if tool_call_id in self._asked:
+            title = None  # what the user decided on keeps its name ("ls" cannot become "rm -rf ~")
         self._push(
             ToolCallUpdated(tool_call_id, status, title, None if content is None else tuple(content), raw_output)
         )
+        # A permission question shows the call as the editor last saw it: a diff included.
         if content is not None:
-            # A permission question shows the call as the editor last saw it: a diff included.
             self._tools[tool_call_id] = replace(self._tools[tool_call_id], content=tuple(content))
+        if title is not None:
+            self._tools[tool_call_id] = replace(self._tools[tool_call_id], title=title)
         if status == "in_progress":
             # The tool is about to run: wait until its "dispatched" record is published (and
             # journaled), so a crash can never hide a side effect that happened.
@@ -261,6 +267,7 @@ class ThreadSink:
         tool = self._tools.get(tool_call_id)
         if tool is None:
             raise ValueError(f"unknown tool call id {tool_call_id!r}: start it with tool_call()")
+        self._asked.add(tool_call_id)
         decision = self._ask(lambda: self._services.request_permission(tool))
         if decision.cancelled:
             self.check_cancelled()

@@ -1,16 +1,18 @@
 """The permission flow of a tool call: the policy decides, or the user does through the editor.
 
 `PermissionFlow` asks `policy.decide` first and sends `session/request_permission` only when
-it says "ask". "Always" answers are remembered in the session's `PermissionMemory` (and saved
-through `on_remember`); every outcome, including a cancelled ask, is reported as a
-`PermissionDecided` event so the journal records who decided what.
+it says "ask", with options that name what an "always" answer would cover. "Always" answers are
+remembered in the session's `PermissionMemory` (and saved through `on_remember`); every outcome,
+including a cancelled ask, is reported as a `PermissionDecided` event so the journal records who
+decided what. A decision holds for the call as it was decided on: a command run for the call
+must be the one it named (`check_command`), or it is decided on again.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import anyio
@@ -20,7 +22,7 @@ from acp_server.protocol.models import PermissionResult
 from acp_server.rpc.errors import RequestTimeoutError, RpcError
 from acp_server.turns.client import EditorChannel, check_answer, error_text
 from acp_server.turns.mapping import tool_call_fields
-from acp_server.turns.policy import PermissionMemory, always_key, decide
+from acp_server.turns.policy import PermissionMemory, Subject, approved_command, decide, remembered, subject_of
 from adapters.base import PermissionDecision, ToolRefused
 from adapters.events import PermissionDecided, RuntimeEvent, ToolCallStarted
 
@@ -28,14 +30,18 @@ log = logging.getLogger(__name__)
 
 Outcome = Literal["allowed", "rejected", "cancelled", "timed_out"]
 Emit = Callable[[RuntimeEvent], Awaitable[None]]
+Decided = tuple[ToolCallStarted, bool]
 
-PERMISSION_OPTIONS: list[dict[str, Any]] = [
-    {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
-    {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
-    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
-    {"optionId": "reject_always", "name": "Always reject", "kind": "reject_always"},
-]
-_OPTION_IDS = frozenset(option["optionId"] for option in PERMISSION_OPTIONS)
+
+def permission_options(subject: Subject) -> list[dict[str, Any]]:
+    """The answers to a question, the "always" ones named by what they cover (optionId = kind)."""
+    labels = [
+        ("allow_once", "Allow once"),
+        ("allow_always", subject.allow_label),
+        ("reject_once", "Reject"),
+        ("reject_always", subject.reject_label),
+    ]
+    return [{"optionId": kind, "name": name, "kind": kind} for kind, name in labels if name is not None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,12 +52,35 @@ class PermissionFlow:
     emit: Emit
     timeout: float | None = None  # seconds the user gets to answer; None waits for ever
     on_remember: Callable[[], Awaitable[None]] | None = None
+    # tool call id -> the call as its permission was decided on, and whether it was allowed
+    decided: dict[str, Decided] = field(default_factory=dict[str, Decided])
 
     async def request(self, tool: ToolCallStarted) -> PermissionDecision:
         """Decide by the policy; ask the user only when it says so. Every outcome is reported."""
+        decision = await self._decide(tool)
+        self.decided[tool.tool_call_id] = (tool, decision.allowed)
+        return decision
+
+    async def check_command(self, command: str, tool_call_id: str | None) -> None:
+        """Before a command runs for a tool call whose permission was decided: refuse it when the
+        call was not allowed; decide again when it is not the command the decision named (the
+        agent changed it, or the question named none), so what runs is what was allowed."""
+        if tool_call_id not in self.decided:
+            return  # the agent did not ask about this call (or named none)
+        tool, allowed = self.decided[tool_call_id]
+        if not allowed:
+            raise ToolRefused("Refused: this tool call was not allowed")
+        if approved_command(tool) == command:
+            return
+        changed = replace(tool, title=f"Run `{command}`", tool_kind="execute", raw_input={"command": command})
+        decision = await self.request(changed)
+        if not decision.allowed:
+            raise ToolRefused(decision.reason or "Permission denied by the user")
+
+    async def _decide(self, tool: ToolCallStarted) -> PermissionDecision:
         verdict = decide(self.mode(), tool, self.permissions.decisions)
         if verdict != "ask":
-            by = "remembered" if always_key(tool) in self.permissions.decisions else "policy"
+            by = "policy" if remembered(tool, self.permissions.decisions) is None else "remembered"
             await self.emit(PermissionDecided(tool.tool_call_id, "allowed" if verdict == "allow" else "rejected", by))
             if verdict == "allow":
                 return PermissionDecision(True)
@@ -69,7 +98,9 @@ class PermissionFlow:
     async def _ask_user(self, tool: ToolCallStarted) -> tuple[PermissionDecision, Outcome, str | None]:
         fields = tool_call_fields(tool)
         fields.pop("status")
-        params = {"toolCall": fields, "options": PERMISSION_OPTIONS}
+        subject = subject_of(tool)
+        options = permission_options(subject)
+        params = {"toolCall": fields, "options": options}
         try:
             result = await self.channel.request(methods.REQUEST_PERMISSION, params, timeout=self.timeout)
         except RequestTimeoutError:
@@ -88,12 +119,12 @@ class PermissionFlow:
             cancelled = PermissionDecision(False, cancelled=True, reason="The permission request was cancelled")
             return cancelled, "cancelled", None
         option = answer.option_id
-        if option not in _OPTION_IDS:
+        if option not in {offered["optionId"] for offered in options}:
             log.warning("unknown permission option %r; treating it as a rejection", option)
             return PermissionDecision(False, reason="Denied: the editor chose an unknown option"), "rejected", option
         allowed, always = option.startswith("allow"), option.endswith("always")
         if always:
-            self.permissions.decisions[always_key(tool)] = allowed
+            self.permissions.decisions.update(dict.fromkeys(subject.allow if allowed else subject.reject, allowed))
             if self.on_remember is not None:
                 await self.on_remember()
         reason = None if allowed else "Permission denied by the user"

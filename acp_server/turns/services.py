@@ -1,7 +1,8 @@
 """`ClientTools`: the bridge's `TurnServices` for one turn of one session, made of one part per
 concern: `permission` (policy, then the user), `questions` (clarify), `files` (editor or local
 disk) and `terminal` (editor terminal or local processes, as `--terminal` says). The session's
-mode is read at each ask, and read-only refuses writes and commands before any of them runs.
+mode is read at each ask, and read-only refuses writes and commands before any of them runs; a
+command for a tool call runs only as its permission allowed it (`PermissionFlow.check_command`).
 """
 
 from __future__ import annotations
@@ -72,4 +73,5 @@ class ClientTools:
 
     async def run_command(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult:
         refuse_in_read_only(self._mode(), "running commands")
+        await self._permission.check_command(command, tool_call_id)
         return await self._commands.run(command, tool_call_id, timeout)

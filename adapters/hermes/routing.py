@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shlex
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,6 +20,7 @@ from adapters.events import DiffContent, TerminalContent
 from adapters.hermes.reporting import Reporter
 from adapters.hermes.setup import hermes
 from adapters.hermes.tools import title_of
+from adapters.shellwords import command_of
 
 log = logging.getLogger(__name__)
 
@@ -116,10 +116,7 @@ class Gate:
         return json.dumps(result, ensure_ascii=False)
 
     def _command(self, args: dict[str, Any], visible: str) -> str:
-        command = str(args.get("command", ""))
-        workdir = args.get("workdir")
-        if isinstance(workdir, str) and workdir:
-            command = f"cd {shlex.quote(workdir)} && {command}"
+        command = command_of(args) or ""  # as the permission question named it, workdir included
         timeout = args.get("timeout")
         seconds = float(timeout) if isinstance(timeout, int | float) and timeout > 0 else None
         result = self.sink.run_command(command, tool_call_id=visible, timeout=seconds)
