@@ -223,7 +223,6 @@ def _replace_at(dir_fd: int, name: str, data: bytes) -> None:
 
 _SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437}  # only where we know the number
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH = 0x02, 0x04, 0x08
-_AT_FDCWD = -100
 
 
 class _OpenHow(ctypes.Structure):
@@ -250,8 +249,11 @@ def _openat2() -> Callable[[int, str, int], int] | None:
             raise OSError(code, os.strerror(code), path)
         return fd
 
+    root = os.open(os.sep, _DIR)
     try:
-        os.close(openat2(_AT_FDCWD, ".", _DIR))
+        os.close(openat2(root, ".", _DIR))
     except OSError:
         return None
+    finally:
+        os.close(root)
     return openat2

@@ -83,6 +83,9 @@ def test_a_symlinked_file_leading_out_is_not_searched_and_is_listed_as_leading_o
             search_text(str(tree.work), ".", path)
         with pytest.raises(ToolRefused, match="outside the session's workspace"):
             read_text(path, cwd=str(tree.work))
+        with pytest.raises(ToolRefused, match="outside the session's workspace"):
+            write_text(path, "pwned", cwd=str(tree.work))
+    assert (tree.outside / "credentials").read_text() == SECRET + "\n"
 
 
 def test_a_gitignore_leading_out_is_not_read_and_ignored_files_stay_ignored(tree: Tree, opener: str) -> None:
