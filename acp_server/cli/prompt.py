@@ -39,6 +39,7 @@ from acp_server.rpc.errors import INTERNAL_ERROR, RESOURCE_NOT_FOUND, PeerClosed
 from acp_server.rpc.peer import Peer
 from acp_server.rpc.wire import FrameWriter, PipeWriter, read_frames
 from acp_server.turns.files import replace_text, slice_lines
+from adapters.base import ToolRefused
 
 PROTOCOL_VERSION = 1
 CLIENT_INFO = {"name": "acp-server-prompt", "version": acp_server.__version__}
@@ -360,8 +361,8 @@ def _read(path: str) -> str:
 def _write(path: str, content: str) -> None:
     try:
         replace_text(path, content)
-    except OSError as exc:
-        raise RpcError(INTERNAL_ERROR, f"Cannot write {path}: {exc.strerror or exc}") from None
+    except ToolRefused as exc:
+        raise RpcError(INTERNAL_ERROR, str(exc)) from None
 
 
 # --- asking on the terminal ---------------------------------------------------------------
