@@ -53,6 +53,7 @@ from acp_server.protocol.models import (
     parse,
 )
 from acp_server.rpc.errors import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     FieldProblem,
     PeerClosedError,
@@ -64,6 +65,7 @@ from acp_server.turns.replay import iso, replay_updates
 from acp_server.turns.rich import haui_on
 from acp_server.turns.services import ClientCapabilities
 from adapters.base import AdapterCapabilities, RuntimeAdapter, TurnInput, close_session, open_session
+from journal.errors import JournalError
 from journal.redact import redact_text
 from journal.states import RunState
 from journal.store import Journal
@@ -141,7 +143,10 @@ class AcpAgent:
         async def gated(params: dict[str, Any]) -> Any:
             if not self._initialized:
                 raise RpcError(INVALID_REQUEST, "Invalid request: call initialize first")
-            return await handler(params)
+            try:
+                return await handler(params)
+            except* JournalError as failed:  # a turn's task group may have wrapped it
+                raise _journal_failed(failed) from None
 
         return gated
 
@@ -415,6 +420,16 @@ class AcpAgent:
                     FieldProblem(f"prompt.{index}.type", "is not supported"),
                     message=f"this agent does not accept {block['type']} content",
                 )
+
+
+def _journal_failed(failed: ExceptionGroup[JournalError]) -> RpcError:
+    """The error an editor shows when the journal failed a request: what is wrong with which file
+    and what to do (disk full, read-only ...), never a bare "Internal error"; the server serves on."""
+    error: BaseException = failed
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    log.error("%s", error)
+    return RpcError(INTERNAL_ERROR, f"Journal error: {error}")
 
 
 def _same_directory(first: str, second: str) -> bool:
