@@ -41,13 +41,14 @@ class JournalFileError(JournalError):
 ELSEWHERE = "move it aside or pass --db FILE"
 WRITABLE = "make it and its directory writable by this user, or pass --db FILE"
 FULL = "cannot be written: the disk is full"
+READ_ONLY = ("is read-only", WRITABLE)
 
 # SQLite's primary result codes that are about the file, not about the statement.
 _SQLITE: dict[int, tuple[str, str]] = {
     sqlite3.SQLITE_NOTADB: ("is not a SQLite database", ELSEWHERE),
     sqlite3.SQLITE_CORRUPT: ("is damaged (database disk image is malformed)", ELSEWHERE),
     sqlite3.SQLITE_FULL: (FULL, "free some space"),
-    sqlite3.SQLITE_READONLY: ("is read-only", WRITABLE),
+    sqlite3.SQLITE_READONLY: READ_ONLY,
     sqlite3.SQLITE_PERM: ("cannot be opened: permission denied", WRITABLE),
     sqlite3.SQLITE_CANTOPEN: ("cannot be opened (unable to open database file)", WRITABLE),
     sqlite3.SQLITE_IOERR: (

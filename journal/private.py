@@ -88,14 +88,20 @@ def check_private(path: Path, *, create: bool) -> None:
         _ours(_regular(path), path)
 
 
-def tighten(path: Path) -> None:
-    """Take the group and other bits away from an existing file of ours (one warning says so)."""
+def tighten(path: Path) -> int | None:
+    """Take the group and other bits away from an existing file of ours; its old mode when it had
+    any, for the caller's `say_tightened` (one line for a file and its companions)."""
     try:
         info = _regular(path)
     except FileNotFoundError:
-        return
+        return None
     _ours(info, path)
-    _tighten(info, path, lambda mode: os.chmod(path, mode))
+    return _tighten(info, lambda mode: os.chmod(path, mode))
+
+
+def say_tightened(path: str | os.PathLike[str], old: int | None) -> None:
+    if old is not None:
+        log.warning("%s was open to other users (mode %04o); it is now %04o", os.fspath(path), old, old & ~_OTHERS)
 
 
 def _regular(path: Path) -> os.stat_result:
@@ -114,7 +120,7 @@ def _own(fd: int, path: str | os.PathLike[str]) -> None:
     if stat.S_ISCHR(info.st_mode):
         return  # a device the user named (/dev/null, a terminal): not ours to chmod
     _ours(info, path)
-    _tighten(info, path, lambda mode: os.fchmod(fd, mode))
+    say_tightened(path, _tighten(info, lambda mode: os.fchmod(fd, mode)))
 
 
 def _ours(info: os.stat_result, path: str | os.PathLike[str]) -> None:
@@ -122,8 +128,9 @@ def _ours(info: os.stat_result, path: str | os.PathLike[str]) -> None:
         raise UnsafePathError(path, f"belongs to another user (uid {info.st_uid})")
 
 
-def _tighten(info: os.stat_result, path: str | os.PathLike[str], chmod: Callable[[int], None]) -> None:
+def _tighten(info: os.stat_result, chmod: Callable[[int], None]) -> int | None:
     mode = stat.S_IMODE(info.st_mode)
-    if mode & _OTHERS and (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-        chmod(mode & ~_OTHERS)
-        log.warning("%s was open to other users (mode %04o); it is now %04o", os.fspath(path), mode, mode & ~_OTHERS)
+    if not mode & _OTHERS or not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        return None
+    chmod(mode & ~_OTHERS)
+    return mode

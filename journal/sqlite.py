@@ -22,8 +22,8 @@ from typing import TypeVar
 
 import aiosqlite
 
-from journal.errors import classified
-from journal.private import check_private, private_dir, tighten
+from journal.errors import READ_ONLY, JournalFileError, classified
+from journal.private import check_private, private_dir, say_tightened, tighten
 
 T = TypeVar("T")
 log = logging.getLogger("journal")
@@ -42,12 +42,15 @@ def private_database(file: Path, *, own_dir: bool) -> None:
         private_dir(file.parent)
     for path in database_files(file):
         check_private(path, create=path == file)
+    if not os.access(file, os.W_OK):  # SQLite would open it read-only and fail only at the first write
+        raise JournalFileError(file, *READ_ONLY)
 
 
 def tighten_database(file: Path) -> None:
-    """Once SQLite has found it a database: the three files 0600 (an older journal's were 0644)."""
-    for path in database_files(file):
-        tighten(path)
+    """Once SQLite has found it a database: the three files 0600 (an older journal's were 0644),
+    said in one line."""
+    tightened = [old for path in database_files(file) if (old := tighten(path)) is not None]
+    say_tightened(file, tightened[0] if tightened else None)
 
 
 def database_files(file: Path) -> tuple[Path, Path, Path]:
