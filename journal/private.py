@@ -71,7 +71,7 @@ def open_private_append(path: str | os.PathLike[str]) -> int:
 
 
 # The journal's files are checked and tightened through their paths, never by opening them: closing
-# any descriptor of a file drops every POSIX lock this process holds on it, and SQLite relies on its.
+# any descriptor of a file drops every POSIX lock this process holds on it, and SQLite relies on those.
 
 
 def check_private(path: Path, *, create: bool) -> None:
