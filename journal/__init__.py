@@ -6,7 +6,7 @@ table and redaction it uses are re-exported here so callers import from `journal
 
 from journal.codec import decode_event, encode_event
 from journal.durability import DURABLE_KINDS, is_durable
-from journal.errors import JournalClosedError, JournalError, JournalVersionError
+from journal.errors import JournalClosedError, JournalError, JournalFileError, JournalVersionError
 from journal.records import EventRecord, RunRecord, SessionRecord
 from journal.redact import redact
 from journal.states import RESPONSE_KINDS, TERMINAL_STATES, RunState, final_state, normalize_state
@@ -20,6 +20,7 @@ __all__ = [
     "Journal",
     "JournalClosedError",
     "JournalError",
+    "JournalFileError",
     "JournalVersionError",
     "RunRecord",
     "RunState",

@@ -3,7 +3,8 @@
 Writes go through `WriteConnection.transaction` (or `run`, a synchronous body in one trip to the
 connection's thread): one asyncio lock (one writer per journal), `BEGIN IMMEDIATE` so a second
 process waits on `busy_timeout` instead of failing mid-way, and a bounded retry when SQLite still
-reports the file locked or busy. Opening retries the switch to WAL the same way: on a new file
+reports the file locked or busy; what is still wrong with the file after that (disk full, read-only)
+leaves as a `JournalFileError`. Opening retries the switch to WAL the same way: on a new file
 another process may be mid-switch, and SQLite then refuses at once instead of waiting.
 """
 
@@ -16,9 +17,13 @@ import random
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import aiosqlite
+
+from journal.errors import READ_ONLY, JournalFileError, classified
+from journal.private import check_private, private_dir, say_tightened, tighten
 
 T = TypeVar("T")
 log = logging.getLogger("journal")
@@ -26,6 +31,30 @@ log = logging.getLogger("journal")
 BUSY_TIMEOUT_MS = 10_000
 _RETRIES = 6
 _BACKOFF_S = 0.05
+
+
+def private_database(file: Path, *, own_dir: bool) -> None:
+    """Before SQLite opens it: the file created 0600 when missing (SQLite gives a new `-wal` and
+    `-shm` the file's mode), those three refused when a symlink or another user's. Its directory is
+    made 0700 when missing, or tightened when `own_dir` (the default one); a directory the user
+    chose, like /tmp, is left as it is."""
+    if own_dir or not file.parent.is_dir():
+        private_dir(file.parent)
+    for path in database_files(file):
+        check_private(path, create=path == file)
+    if not os.access(file, os.W_OK):  # SQLite would open it read-only and fail only at the first write
+        raise JournalFileError(file, *READ_ONLY)
+
+
+def tighten_database(file: Path) -> None:
+    """Once SQLite has found it a database: the three files 0600 (an older journal's were 0644),
+    said in one line."""
+    tightened = [old for path in database_files(file) if (old := tighten(path)) is not None]
+    say_tightened(file, tightened[0] if tightened else None)
+
+
+def database_files(file: Path) -> tuple[Path, Path, Path]:
+    return file, file.with_name(file.name + "-wal"), file.with_name(file.name + "-shm")
 
 
 async def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> aiosqlite.Connection:
@@ -78,8 +107,9 @@ def is_lock_error(exc: BaseException) -> bool:
 class WriteConnection:
     """The journal's single write connection; every write transaction passes through here."""
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self.conn = conn
+        self.path = path
         self._lock = asyncio.Lock()
 
     async def transaction(self, body: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
@@ -93,15 +123,19 @@ class WriteConnection:
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
         async with self._lock:
-            for n in range(_RETRIES):
-                try:
-                    return await attempt()
-                except sqlite3.OperationalError as exc:
-                    if not is_lock_error(exc) or n == _RETRIES - 1:
-                        raise
-                    log.debug("journal write retried after %s", exc)
-                    await asyncio.sleep(_BACKOFF_S * 2**n)
-            raise AssertionError("unreachable")
+            with classified(self.path):
+                return await self._attempts(attempt)
+
+    async def _attempts(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        for n in range(_RETRIES):
+            try:
+                return await attempt()
+            except sqlite3.OperationalError as exc:
+                if not is_lock_error(exc) or n == _RETRIES - 1:
+                    raise
+                log.debug("journal write retried after %s", exc)
+                await asyncio.sleep(_BACKOFF_S * 2**n)
+        raise AssertionError("unreachable")
 
     async def _on_thread(self, body: Callable[[sqlite3.Connection], T]) -> T:
         # aiosqlite has no public call for "run this on the connection's thread"; its own methods

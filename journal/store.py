@@ -27,7 +27,7 @@ from adapters.events import Envelope
 from journal import owners, replay, schema
 from journal.codec import encode_event
 from journal.durability import is_durable
-from journal.errors import JournalClosedError
+from journal.errors import JournalClosedError, JournalFileError, classified
 from journal.records import (
     RUN_COLUMNS,
     SESSION_COLUMNS,
@@ -42,13 +42,13 @@ from journal.records import (
     storable,
 )
 from journal.redact import redact, redact_text
-from journal.sqlite import WriteConnection, connect
+from journal.sqlite import WriteConnection, connect, private_database, tighten_database
 from journal.states import RunState, normalize_state
+from journal.unfinished import OpenRuns, recover
 from journal.writer import GroupCommitter, PendingEvent, write_batch
 
 MAX_BACKLOG = 8192
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-INTERRUPTED_ERROR = "the server process ended while the run was in progress"
 
 
 def _redact_optional(text: str | None) -> str | None:
@@ -95,31 +95,35 @@ class Journal:
     def __init__(self, path: Path, write: aiosqlite.Connection, read: aiosqlite.Connection) -> None:
         self.path = path
         self.recovered_runs: tuple[str, ...] = ()
-        self._write = WriteConnection(write)
+        self._write = WriteConnection(write, path)
         self._read = read
         self._committer = GroupCommitter(self._commit_batch)
+        self._runs = OpenRuns(self._write)
         self._closed = False
 
     @classmethod
     async def open(cls, path: str | os.PathLike[str]) -> Journal:
-        """Open (creating, migrating) the file, recover runs of dead processes, start the writer."""
+        """Open (creating 0600, migrating) the file, recover runs of dead processes, start the writer.
+        A file that cannot be used (not a database, read-only, disk full ...) raises `JournalFileError`."""
         if os.fspath(path) in ("", ":memory:"):
             raise ValueError("the journal needs a file: its connections must share one database")
         file = Path(path)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        write = await connect(file)
-        try:
-            read = await connect(file, readonly=True)
-        except BaseException:
-            await write.close()
-            raise
-        journal = cls(file, write, read)
-        try:
-            await journal._prepare()
-        except BaseException:
-            await read.close()
-            await write.close()
-            raise
+        with classified(file):
+            private_database(file, own_dir=file.parent == default_path().parent)
+            write = await connect(file)
+            try:
+                read = await connect(file, readonly=True)
+            except BaseException:
+                await write.close()
+                raise
+            journal = cls(file, write, read)
+            try:
+                await journal._prepare()
+                tighten_database(file)
+            except BaseException:
+                await read.close()
+                await write.close()
+                raise
         journal._committer.start()
         return journal
 
@@ -132,23 +136,7 @@ class Journal:
         """Mark `interrupted` the running runs (of one session, or all) whose owner process is
         gone: at open, and before a replay, so no replay shows a dead run as still going."""
         self._check_open()
-        rows = await self._read.execute_fetchall(
-            "SELECT id, owner_pid, owner_token FROM runs WHERE status = 'running' AND (?1 IS NULL OR session_id = ?1)",
-            (session_id,),
-        )
-        dead = [(row[0],) for row in rows if not owners.is_alive(row[1], row[2])]
-        if not dead:
-            return ()
-        now = time.time()
-
-        async def mark(conn: aiosqlite.Connection) -> None:
-            await conn.executemany(
-                "UPDATE runs SET status = 'interrupted', ended_at = ?, error = ? WHERE id = ? AND status = 'running'",
-                [(now, INTERRUPTED_ERROR, run_id) for (run_id,) in dead],
-            )
-
-        await self._write.transaction(mark)
-        return tuple(run_id for (run_id,) in dead)
+        return await recover(self._write, session_id)
 
     async def __aenter__(self) -> Self:
         return self
@@ -165,6 +153,7 @@ class Journal:
         self._closed = True
         try:
             await self._committer.close()
+            await self._runs.close()
         finally:
             await self._read.close()
             await self._write.close()
@@ -202,18 +191,17 @@ class Journal:
             cursor = await conn.execute(sql, (*values, time.time(), session_id))
             return cursor.rowcount
 
-        if not await self._write.transaction(update):
-            return None
+        try:
+            if not await self._write.transaction(update):
+                return None
+        except JournalFileError as exc:
+            await self._runs.refused(exc, session_id=session_id)
+            raise
         return await self.get_session(session_id)
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         await self._sync()
-        rows = list(
-            await self._read.execute_fetchall(
-                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?",  # noqa: S608
-                (session_id,),
-            )
-        )
+        rows = await self._fetch(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))  # noqa: S608
         return session_from_row(rows[0]) if rows else None
 
     async def list_sessions(
@@ -236,7 +224,7 @@ class Journal:
             params.extend(decode_cursor(cursor))
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         sql = f"SELECT {SESSION_COLUMNS} FROM sessions {clause} ORDER BY updated_at DESC, id DESC LIMIT ?"  # noqa: S608
-        rows = list(await self._read.execute_fetchall(sql, (*params, limit + 1)))
+        rows = await self._fetch(sql, (*params, limit + 1))
         page = [session_from_row(row) for row in rows[:limit]]
         more = len(rows) > limit
         return page, encode_cursor(page[-1].updated_at, page[-1].id) if more else None
@@ -273,6 +261,7 @@ class Journal:
             if "FOREIGN KEY" in str(exc):
                 raise LookupError(f"no session {session_id!r}") from None
             raise ValueError(f"run {run_id!r} already exists") from None
+        self._runs.started(run_id, session_id)
 
     async def finish_run(
         self, run_id: str, state: RunState | str, *, stop_reason: str | None = None, error: str | None = None
@@ -283,6 +272,9 @@ class Journal:
         if final is RunState.RUNNING:
             raise ValueError("finish_run() needs a terminal state")
         await self._sync()  # the run's events before its end; their failures were already reported
+        broken = self._runs.broken(run_id)
+        if broken is not None:  # however it ended, some of it is missing
+            final, error = RunState.ERROR, broken
 
         async def update(conn: aiosqlite.Connection) -> int:
             cursor = await conn.execute(
@@ -291,23 +283,24 @@ class Journal:
             )
             return cursor.rowcount
 
-        if not await self._write.transaction(update):
+        try:
+            found = await self._write.transaction(update)
+        except JournalFileError as exc:
+            await self._runs.refused(exc, run_id=run_id)
+            raise
+        self._runs.finished(run_id)
+        if not found:
             raise LookupError(f"no run {run_id!r}")
 
     async def runs(self, session_id: str) -> list[RunRecord]:
         """The session's runs in order."""
         await self._sync()
-        rows = await self._read.execute_fetchall(
-            f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ? ORDER BY seq_no",  # noqa: S608
-            (session_id,),
-        )
+        rows = await self._fetch(f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ? ORDER BY seq_no", (session_id,))  # noqa: S608
         return [run_from_row(row) for row in rows]
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         await self._sync()
-        rows = list(
-            await self._read.execute_fetchall(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))  # noqa: S608
-        )
+        rows = await self._fetch(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))  # noqa: S608
         return run_from_row(rows[0]) if rows else None
 
     # --- events ---------------------------------------------------------------------------
@@ -333,7 +326,11 @@ class Journal:
         )
         waiter = self._committer.submit(item, durable=durable or is_durable(envelope.event))
         if waiter is not None:
-            await waiter
+            try:
+                await waiter
+            except JournalFileError as exc:
+                await self._runs.refused(exc, session_id=envelope.session_id)
+                raise
         elif self._committer.backlog >= MAX_BACKLOG:
             await self._committer.flush(raise_error=False)  # back-pressure: never queue without bound
 
@@ -351,16 +348,18 @@ class Journal:
         Bad arguments raise ValueError (at the first iteration: this is an async generator).
         """
         await self._sync()
-        span = await replay.resolve_span(self._read, session_id=session_id, run_id=run_id, after=after)
-        if span is None:
-            return
-        async for record in replay.stream(self._read, span):
-            yield record
+        with classified(self.path):
+            span = await replay.resolve_span(self._read, session_id=session_id, run_id=run_id, after=after)
+            if span is None:
+                return
+            async for record in replay.stream(self._read, span):
+                yield record
 
     async def history(self, session_id: str) -> Conversation:
         """The conversation (prompts, each run's agent text, the agent's own transcript) to restore an agent."""
         await self._sync()
-        return await replay.conversation(self._read, session_id)
+        with classified(self.path):
+            return await replay.conversation(self._read, session_id)
 
     # --- internals ------------------------------------------------------------------------
 
@@ -370,6 +369,10 @@ class Journal:
         except sqlite3.IntegrityError:
             # A duplicate (run_id, seq) in the batch: redo it row by row so only that one fails.
             return await self._write.run(lambda conn: write_batch(conn, items, one_by_one=True))
+
+    async def _fetch(self, sql: str, params: tuple[object, ...]) -> list[sqlite3.Row]:
+        with classified(self.path):
+            return list(await self._read.execute_fetchall(sql, params))
 
     async def _sync(self) -> None:
         """Wait for queued events before reading; a failed batch was already logged."""

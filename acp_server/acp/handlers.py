@@ -54,6 +54,7 @@ from acp_server.protocol.models import (
     parse,
 )
 from acp_server.rpc.errors import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     FieldProblem,
     PeerClosedError,
@@ -65,6 +66,7 @@ from acp_server.turns.replay import Replayable, iso, replay_updates
 from acp_server.turns.rich import haui_on
 from acp_server.turns.services import ClientCapabilities
 from adapters.base import AdapterCapabilities, RuntimeAdapter, TurnInput, close_session, open_session
+from journal.errors import JournalError
 from journal.records import RunRecord
 from journal.redact import redact_text
 from journal.states import RunState
@@ -143,7 +145,10 @@ class AcpAgent:
         async def gated(params: dict[str, Any]) -> Any:
             if not self._initialized:
                 raise RpcError(INVALID_REQUEST, "Invalid request: call initialize first")
-            return await handler(params)
+            try:
+                return await handler(params)
+            except* JournalError as failed:  # a turn's task group may have wrapped it
+                raise _journal_failed(failed) from None
 
         return gated
 
@@ -427,6 +432,16 @@ def _cut_off(runs: dict[str, RunRecord], run_id: str) -> float | bool:
     if run is None or run.status != RunState.INTERRUPTED:
         return False
     return run.ended_at if run.ended_at is not None else True
+
+
+def _journal_failed(failed: ExceptionGroup[JournalError]) -> RpcError:
+    """The error an editor shows when the journal failed a request: what is wrong with which file
+    and what to do (disk full, read-only ...), never a bare "Internal error"; the server serves on."""
+    error: BaseException = failed
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    log.error("%s", error)
+    return RpcError(INTERNAL_ERROR, f"Journal error: {error}")
 
 
 def _same_directory(first: str, second: str) -> bool:

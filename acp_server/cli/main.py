@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 # asyncio, httpx, httpcore, mcp ...) stays at WARNING unless named in --log-libraries.
 OWN_LOGGERS = ("acp_server", "adapters", "journal")
 ALL_LIBRARIES = frozenset({"all", "1", "true", "yes"})
+EXIT_JOURNAL = 2  # the journal cannot be used: the message says which file, why and what to do
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +72,10 @@ def configure_logging(level: str, log_file: str | None, *, libraries: str | None
         raise ValueError(f"unknown level {level!r}")
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:
-        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+        from journal.private import open_private_append
+
+        # 0600, never through a symlink: the log names sessions, paths and tools.
+        handlers.append(logging.StreamHandler(open(open_private_append(log_file), "a", encoding="utf-8")))  # noqa: SIM115
     raised = {name.strip() for name in (libraries or "").split(",") if name.strip()}
     everything = bool(raised & ALL_LIBRARIES)
     root = numeric if everything else max(numeric, logging.WARNING)
@@ -88,6 +92,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(args.log_level, args.log_file, libraries=args.log_libraries, agent=args.agent)
     except (ValueError, OSError) as exc:
         parser.error(f"--log-level/--log-file: {exc}")
+    try:
+        return _command(args, parser, argv)
+    except Exception as exc:
+        from journal.errors import JournalError  # here, not at start-up: importing journal is slow
+
+        if not isinstance(exc, JournalError):
+            raise
+        # At start-up; while serving, the handlers answer the editor with it and serve on.
+        print(f"acp-server: {exc}", file=sys.stderr)
+        return EXIT_JOURNAL
+
+
+def _command(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     if args.command == "prompt":
         from acp_server.cli.prompt import run_prompt_command
 

@@ -88,9 +88,9 @@ def run_front(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from acp_server.runner.front import RunnerStartError, ensure_runner, relay
     from acp_server.runner.paths import place_for
 
-    place = place_for(runner_config(args))
     argv = runner_argv(args)
     try:
+        place = place_for(runner_config(args))  # OSError: no private directory for its socket
         ensure_runner(place, argv)
         anyio.run(relay, place, lambda: ensure_runner(place, argv))
     except (RunnerStartError, OSError) as exc:

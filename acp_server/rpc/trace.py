@@ -18,6 +18,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import IO, Any
 
 from acp_server.rpc.wire import Frame, FrameWriter, Oversized
+from journal.private import open_private_append
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,9 @@ class Trace:
 
     @classmethod
     def open(cls, path: str, *, redact: Callable[[Any], Any], redact_text: Callable[[str], str]) -> Trace:
-        """Raises OSError when the file cannot be opened for appending (a start-up error)."""
-        return cls(open(path, "ab"), redact=redact, redact_text=redact_text)  # closed by close()
+        """Appends to `path`, created 0600 (it holds prompts and file contents); raises OSError when it
+        cannot be opened for appending or is a symlink or another user's file (a start-up error)."""
+        return cls(open(open_private_append(path), "ab"), redact=redact, redact_text=redact_text)  # closed by close()
 
     def incoming(self, frame: Frame) -> None:
         if isinstance(frame, Oversized):

@@ -24,6 +24,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from acp_server.rpc.wire import FrameWriter, PipeWriter, claim_stdout, read_chunks
 from acp_server.runner.paths import RunnerPlace
+from journal.private import open_private_append
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +72,18 @@ def start_runner(place: RunnerPlace, runner_argv: Sequence[str]) -> int:
     """Start a runner in its own session and process group, logging to its file; wait until it
     says it listens. Returns its pid."""
     command = [sys.executable, "-m", "acp_server", *runner_argv]
-    with open(place.log, "ab") as log_file:
+    log_fd = open_private_append(place.log)  # 0600: a runner logs what its sessions do
+    try:
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=log_file,
+            stderr=log_fd,
             start_new_session=True,
             close_fds=True,
         )
+    finally:
+        os.close(log_fd)
     assert process.stdout is not None
     try:
         line = _read_line(process.stdout.fileno(), START_TIMEOUT)

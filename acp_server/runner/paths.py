@@ -1,5 +1,6 @@
 """Where a runner lives: its private directory, the socket and lock named after its configuration,
-its log file; and the peer-credential check every accepted connection passes.
+its log file (all only the user's: `journal.private`); and the peer-credential check every
+accepted connection passes.
 
 One runner per user and per configuration: the options that change what a runner does (agent,
 script, model, database, ...) hash to its name, so fronts with different options never share one.
@@ -9,14 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import socket
 import struct
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
+
+from journal.private import private_dir
+
+log = logging.getLogger(__name__)
 
 DIR_NAME = "acp-server"
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
@@ -25,22 +32,23 @@ _XUCRED_HEAD = struct.Struct("2I")
 
 
 def runtime_dir() -> Path:
-    """`$XDG_RUNTIME_DIR/acp-server`, else a per-user directory in the temp dir; mode 0700."""
+    """Where runners listen, mode 0700: `$XDG_RUNTIME_DIR/acp-server`, else `acp-server-UID` in the
+    temp dir. When that one is not ours (another user made it first, or planted a symlink), one line
+    says so and the user's cache dir holds it instead: a place every front, runner and `runner
+    status` of the user finds again, as a random `mkdtemp` name would not be."""
     base = os.environ.get("XDG_RUNTIME_DIR")
-    root = Path(base) / DIR_NAME if base else Path(f"/tmp/{DIR_NAME}-{os.getuid()}")  # noqa: S108
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = root.lstat()
-    if info.st_uid != os.getuid() or not root.is_dir() or root.is_symlink():
-        raise PermissionError(f"{root} is not a directory owned by this user")
-    if info.st_mode & 0o077:
-        root.chmod(0o700)
-    return root
+    first = Path(base) / DIR_NAME if base else Path(tempfile.gettempdir()) / f"{DIR_NAME}-{os.getuid()}"
+    try:
+        return private_dir(first)
+    except OSError as exc:
+        fallback = Path(platformdirs.user_cache_dir(DIR_NAME, appauthor=False)) / "run"
+        log.warning("%s; runners use %s instead", exc, fallback)
+        return private_dir(fallback)
 
 
 def data_dir() -> Path:
-    path = Path(platformdirs.user_data_dir("acp-server", appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    """Where runners' logs go, beside the default journal; 0700."""
+    return private_dir(Path(platformdirs.user_data_dir(DIR_NAME, appauthor=False)))
 
 
 @dataclass(frozen=True, slots=True)
