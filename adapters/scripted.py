@@ -368,7 +368,7 @@ def _play_tool(step: ToolStep, turn: TurnInput, sink: Sink) -> None:
             return
     sink.tool_update(tool_call_id, status="in_progress")
     try:
-        outcome = _operate(step, turn, sink, tool_call_id)
+        outcome = _operate(step, sink, tool_call_id, preview)
     except ToolRefused as exc:
         sink.tool_update(tool_call_id, status="failed", content=[TextContent(str(exc))])
         return
@@ -407,14 +407,12 @@ def _shown(turn: TurnInput, path: str) -> str:
     return os.path.normpath(os.path.join(turn.cwd, path))
 
 
-def _operate(step: ToolStep, turn: TurnInput, sink: Sink, tool_call_id: str) -> _Outcome:
+def _operate(step: ToolStep, sink: Sink, tool_call_id: str, preview: tuple[ToolContent, ...]) -> _Outcome:
     if step.read_file is not None:
         return _Outcome((TextContent(sink.read_text_file(step.read_file)),))
     if step.write_file is not None:
-        path, new_text = step.write_file.path, step.write_file.content
-        # The old text the write replaced, which is what the file held if it changed since the preview.
-        old_text = sink.write_text_file(path, new_text)
-        return _Outcome((DiffContent(path=_shown(turn, path), new_text=new_text, old_text=old_text),))
+        sink.write_text_file(step.write_file.path, step.write_file.content)
+        return _Outcome(preview)  # the diff the user approved: its old text was read once, for it
     if step.run is not None:
         result = sink.run_command(step.run, tool_call_id=tool_call_id)
         terminal = (TerminalContent(result.terminal_id),) if result.terminal_id else ()

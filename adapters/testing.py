@@ -270,13 +270,12 @@ class RecordingSink:
         start = max((line or 1) - 1, 0)
         return "".join(lines[start:] if limit is None else lines[start : start + limit])
 
-    def write_text_file(self, path: str, content: str) -> str | None:
+    def write_text_file(self, path: str, content: str) -> None:
         with self._lock:
             old = self._files.get(path)
         self._asked("write_text_file", (path, content), old)
         with self._lock:
             self._files[path] = content
-        return old
 
     def run_command(
         self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None

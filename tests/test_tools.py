@@ -34,8 +34,8 @@ async def test_reads_and_writes_go_through_the_editor_when_it_offers_them(tmp_pa
         sid = await editor.new_session(tmp_path)
         await editor.prompt(sid, "go")
         methods = [r["method"] for r in editor.server_requests]
-        # read_file's read; the edit's read for the diff shown first, the write's own read of the old text
-        assert methods == ["fs/read_text_file", "fs/read_text_file", "fs/read_text_file", "fs/write_text_file"]
+        # read_file's read; the edit's read for the diff shown first (once: the write reads nothing)
+        assert methods == ["fs/read_text_file", "fs/read_text_file", "fs/write_text_file"]
         assert {r["params"]["path"] for r in editor.server_requests} == {str(tmp_path / "notes.txt")}
         assert editor.files_written == [(str(tmp_path / "notes.txt"), "new text")]
         read_done, edit_done = [u for u in tool_updates(editor, sid) if u.get("status") == "completed"]

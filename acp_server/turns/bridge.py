@@ -63,7 +63,7 @@ class TurnServices(Protocol):
 
     async def request_permission(self, tool: ToolCallStarted) -> PermissionDecision: ...
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str: ...
-    async def write_text_file(self, path: str, content: str) -> str | None: ...
+    async def write_text_file(self, path: str, content: str) -> None: ...
     async def run_command(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult: ...
     async def clarify(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str: ...
 
@@ -276,8 +276,8 @@ class ThreadSink:
     def read_text_file(self, path: str, *, line: int | None = None, limit: int | None = None) -> str:
         return self._ask(lambda: self._services.read_text_file(path, line, limit))
 
-    def write_text_file(self, path: str, content: str) -> str | None:
-        return self._ask(lambda: self._services.write_text_file(path, content))
+    def write_text_file(self, path: str, content: str) -> None:
+        self._ask(lambda: self._services.write_text_file(path, content))
 
     def run_command(
         self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None

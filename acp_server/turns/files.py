@@ -1,8 +1,9 @@
 """Text files for a turn: through the editor when it offered `fs.*`, else on the local disk.
 
-Local access goes through the one path opener (`adapters.paths`), confined to the session's
-roots (cwd plus additional directories): paths that escape through `..`, symlinks (also ones
-swapped in while the file is opened) or absolute paths are refused. `slice_lines` and
+Either way a path must lie in the session's roots (cwd plus additional directories): paths that
+escape through `..`, symlinks or absolute paths are refused before the editor is asked. Local
+access goes through the one path opener (`adapters.paths`), which also refuses symlinks swapped
+in while the file is opened. `slice_lines` and
 `replace_text` are also what the `prompt` client uses to serve `fs/*` from its own disk, so
 both ends of the protocol slice and write the same way.
 """
@@ -20,8 +21,7 @@ from acp_server.protocol import methods
 from acp_server.protocol.answers import Acknowledged
 from acp_server.protocol.models import ReadTextFileResult
 from acp_server.turns.client import ClientCapabilities, EditorChannel
-from adapters.base import ToolRefused
-from adapters.paths import read_text, write_text
+from adapters.paths import confine, read_text, write_text
 
 
 def slice_lines(text: str, line: int | None, limit: int | None) -> str:
@@ -58,19 +58,15 @@ class Files:
         local = functools.partial(read_text, path, cwd=self.cwd, roots=self.roots)
         return slice_lines(await anyio.to_thread.run_sync(local), line, limit)
 
-    async def write(self, path: str, content: str) -> str | None:
-        """Write the file; returns its old text, or None when it did not exist or was unreadable."""
-        old: str | None
-        try:
-            old = await self.read(path, None, None)
-        except ToolRefused:
-            old = None
+    async def write(self, path: str, content: str) -> None:
+        """Write the file (the agent read it already if it wanted its old text for a diff)."""
         if self.client.write_text_file:
             params = {"path": self._absolute(path), "content": content}
             await self.channel.ask(methods.FS_WRITE_TEXT_FILE, params, Acknowledged)
-            return old
+            return
         await anyio.to_thread.run_sync(functools.partial(write_text, path, content, cwd=self.cwd, roots=self.roots))
-        return old
 
     def _absolute(self, path: str) -> str:
+        """The absolute path the editor is asked about, once it is known to lie in the roots."""
+        confine(path, cwd=self.cwd, roots=self.roots)
         return os.path.normpath(os.path.join(self.cwd, path))

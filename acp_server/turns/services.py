@@ -67,9 +67,9 @@ class ClientTools:
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str:
         return await self._files.read(path, line, limit)
 
-    async def write_text_file(self, path: str, content: str) -> str | None:
+    async def write_text_file(self, path: str, content: str) -> None:
         refuse_in_read_only(self._mode(), "writing files")
-        return await self._files.write(path, content)
+        await self._files.write(path, content)
 
     async def run_command(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult:
         refuse_in_read_only(self._mode(), "running commands")
