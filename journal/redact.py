@@ -74,9 +74,8 @@ _PATTERN = re.compile(
             rf"(?P<assign_head>(?i:{_KEY})=(?!=))(?P<assign_val>\"[^\"\r\n]+\"|'[^'\r\n]+'|[^\s&;,\"'<>()\[\]{{}}]+)",
             # With spaces or a colon, a bare value that ends its line (.env, INI, YAML, headers) ...
             rf"(?P<line_head>(?i:{_KEY})[ \t]*[:=][ \t]*)(?P<line_val>{_BARE})(?={_EOL})",
-            # ... or a quoted literal (one cut off by the end of the text too), so that
-            # `token = get_token()` is code, not a secret.
-            rf"(?P<quoted_head>(?i:{_KEY})[\"']?\s*[:=]\s*)(?P<quoted_val>\"[^\"\r\n]+(?:\"|\Z)|'[^'\r\n]+(?:'|\Z))",
+            # ... or a quoted literal, so that `token = get_token()` is code, not a secret.
+            rf"(?P<quoted_head>(?i:{_KEY})[\"']?\s*[:=]\s*)(?P<quoted_val>\"[^\"\r\n]+\"|'[^'\r\n]+')",
         ]
     )
 )
@@ -174,8 +173,7 @@ def _replace(match: re.Match[str]) -> str:
     if group.endswith("_val"):
         value = match[group]
         quote = value[0] if value[0] in "\"'" else ""
-        closing = quote if quote and len(value) > 1 and value.endswith(quote) else ""
-        return f"{match[group[:-4] + '_head']}{quote}{REDACTED}{closing}"
+        return f"{match[group[:-4] + '_head']}{quote}{REDACTED}{quote}"
     if group.endswith("_head"):
         return match[group] + REDACTED
     return REDACTED
@@ -208,15 +206,16 @@ _PEM_END = re.compile(_PEM_FOOTER)
 _LINE_CONTEXT = 256  # characters of the current line that streamed text is redacted after
 _PEM_TAIL = 64  # characters of a redacted key kept to find an END line split over deltas
 _TOKEN_END = re.compile(r"(?=[\s\"'`<>()\[\]{},;&])")
-_QUOTE_END = {quote: re.compile(rf"(?=[{quote}\r\n])") for quote in "\"'"}
+_NOT_WORD = re.compile(r"\W")
 
 
 class StreamRedactor:
     """One stream of text (a run's reply, or its thoughts) redacted as it arrives: `feed` gives
-    what can be shown now, `finish` the rest at the end of the stream. A possible secret's start
-    (`sk-pr`, `ghp_12`, `password = `, `https://user:`, `-----BEGIN`) is held back until its
-    token ends or HOLD_CAP is reached; a private key is shown as one [REDACTED] up to its END line.
-    Text is redacted with the line it continues, as if the stream had come in one piece."""
+    the pieces that can be shown now, `finish` the rest at the end of the stream. A possible
+    secret's start (`sk-pr`, `ghp_12`, `password = `, `https://user:`, `-----BEGIN`) is held back
+    until its token ends or HOLD_CAP is reached; a private key is one [REDACTED] up to its END
+    line. Text is redacted after the line it continues, so the pieces add up to the text redacted
+    whole; and each piece is left as it is by `redact_text` on its own (the journal's own pass)."""
 
     def __init__(self) -> None:
         self._held = ""
@@ -224,59 +223,60 @@ class StreamRedactor:
         self._until: re.Pattern[str] | None = None  # a redacted secret goes on until this matches
         self._tail = ""  # the end of what was dropped so far, while `_until` is the END line
 
-    def feed(self, text: str) -> str:
+    def feed(self, text: str) -> list[str]:
         if not self._held and self._until is None and _plain(text):
             self._line = _line_after(self._line, text)
-            return text  # the hot path: nothing that could be (part of) a secret
+            return [text]  # the hot path: nothing that could be (part of) a secret
         buf, self._held = self._held + text, ""
         shown: list[str] = []
         while buf:
             if self._until is not None:
                 buf = self._drop(buf)
-                continue
-            if (begin := _PEM_BEGIN.search(buf)) is not None:
-                shown.append(self._show(buf[: begin.start()]) + REDACTED)
-                self._line = _line_after(self._line, REDACTED)
+            elif (begin := _PEM_BEGIN.search(buf)) is not None:
+                # Its BEGIN line (redacted whole) and the text before it, as one piece.
+                shown += self._show(buf[: begin.end()])
                 buf, self._until = buf[begin.end() :], _PEM_END
-                continue
-            lead = self._lead()
-            cut = max(0, _hold_from(lead + buf, len(lead)) - len(lead))
-            shown.append(self._release(buf[:cut]))
-            buf, self._held = "", buf[cut:]
-            if self._until is not None:  # a secret ran up to the cut: what was held is its rest
-                buf, self._held = self._held, ""
-            elif len(self._held) > HOLD_CAP:
-                shown.append(self._release(self._held))
-                self._held = ""
-        return "".join(shown)
+            else:
+                cut = max(0, _hold_from(self._line + buf, len(self._line)) - len(self._line))
+                # Held text starts a possible secret of its own; with none, the next delta may
+                # be the rest of a secret that `buf` ends in.
+                shown += self._show(buf[:cut]) if cut < len(buf) else self._release(buf)
+                buf, self._held = "", buf[cut:]
+                if len(self._held) > HOLD_CAP:
+                    shown += self._release(self._held)
+                    self._held = ""
+        return shown
 
-    def finish(self) -> str:
+    def finish(self) -> list[str]:
         """What is still held, redacted (a private key without END is redacted to here)."""
         shown = self._show(self._held)
         self._held, self._line, self._until, self._tail = "", "", None, ""
         return shown
 
-    def _release(self, text: str) -> str:
+    def _release(self, text: str) -> list[str]:
         shown = self._show(text)
-        if shown.endswith(REDACTED) and not text.endswith(REDACTED):
+        if shown and shown[-1].endswith(REDACTED) and not text.endswith(REDACTED):
             # The secret reached the end of the text: what comes next may be the rest of it.
-            self._until = _QUOTE_END.get(shown[-len(REDACTED) - 1 : -len(REDACTED)], _TOKEN_END)
+            self._until = _TOKEN_END
         return shown
 
-    def _show(self, text: str) -> str:
-        """`text` redacted after the line it continues (`api_` was shown, `key=...` is this),
-        then on its own, so the journal's own pass over it changes nothing."""
+    def _show(self, text: str) -> list[str]:
+        """`text` redacted after the line it continues (`api_` was shown, `key=...` is this)."""
         if not text:
-            return text
-        lead = self._lead()
-        redacted = redact_text(lead + text)
-        shown = redact_text(redacted[len(lead) :] if redacted.startswith(lead) else text)
-        self._line = _line_after(self._line, shown)
-        return shown
-
-    def _lead(self) -> str:
-        # A line cut to its end must not look like a line's start to `^` in the patterns.
-        return self._line if len(self._line) < _LINE_CONTEXT else "\x00" + self._line
+            return []
+        line = self._line
+        redacted = redact_text(line + text)
+        shown = redacted[len(line) :] if redacted.startswith(line) else redact_text(text)
+        pieces = [shown]
+        if line and shown and _is_word(line[-1]) and _is_word(shown[0]):
+            # The journal redacts each piece on its own: one that starts inside a word
+            # (`com|pass: north`) gives the rest of that word a piece of its own, so that no
+            # pattern takes the middle of a word for a word's start.
+            end = _NOT_WORD.search(shown)
+            pieces = [shown] if end is None else [shown[: end.start()], shown[end.start() :]]
+        pieces = [redact_text(piece) for piece in pieces]  # a glued `xAKIA...` is redacted all the same
+        self._line = _line_after(line, "".join(pieces))
+        return pieces
 
     def _drop(self, text: str) -> str:
         """`text` after the end of the secret being dropped ("" while it goes on)."""
@@ -303,12 +303,22 @@ def _plain(text: str) -> bool:
 def _hold_from(text: str, new: int) -> int:
     """Where the possible secret that `text` ends in starts (len(text) if it ends in none): its
     last token if a trigger in it reaches past `new` (what was shown before), a trigger's first
-    letters, or an unfinished head."""
-    token = max(text.rfind(" "), text.rfind("\n"), text.rfind("\t"), text.rfind("\r")) + 1
+    letters, or an unfinished head (`password = hunter2 ` may end its line next) before those."""
+    token = _token_start(text, len(text))
     last = text[max(token, new - _LONGEST_PREFIX) :].lower()
     cut = token if any(trigger in last for trigger in _TRIGGERS) else _prefix_start(text)
-    head = _OPEN.search(text, max(0, len(text) - _HEAD_WINDOW))
-    return cut if head is None else min(cut, head.start())
+    while _has_trigger(text[max(0, cut - _HEAD_WINDOW) : cut]):
+        head = _OPEN.search(text, max(0, cut - _HEAD_WINDOW), cut)
+        if head is None or head.start() == cut:
+            break
+        cut = _token_start(text, head.start())  # all of `DB_PASS`, not just `PASS`
+    return cut
+
+
+def _token_start(text: str, end: int) -> int:
+    return (
+        max(text.rfind(" ", 0, end), text.rfind("\n", 0, end), text.rfind("\t", 0, end), text.rfind("\r", 0, end)) + 1
+    )
 
 
 def _prefix_start(text: str) -> int:
@@ -359,8 +369,10 @@ class RunRedactor:
         if isinstance(event, TextDelta | ThoughtDelta | CompactionChunk):
             key = (event.kind, event.compaction_id if isinstance(event, CompactionChunk) else "")
             stream = self._streams.setdefault(key, (StreamRedactor(), event))[0]
-            text = stream.feed(event.text)
-            return [] if not text else [event] if text is event.text else [replace(event, text=text)]
+            pieces = stream.feed(event.text)
+            if len(pieces) == 1 and pieces[0] is event.text:
+                return [event]
+            return [replace(event, text=text) for text in pieces if text]
         if isinstance(event, _UNSEEN):
             return [redact_event(event)]
         return [*self.finish(), redact_event(event)]
@@ -369,8 +381,7 @@ class RunRedactor:
         """Whatever the streams still hold, as one delta each."""
         held: list[RuntimeEvent] = []
         for stream, template in self._streams.values():
-            if text := stream.finish():
-                held.append(replace(template, text=text))
+            held += [replace(template, text=text) for text in stream.finish() if text]
         self._streams.clear()
         return held
 
