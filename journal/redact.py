@@ -183,9 +183,14 @@ def _replace(match: re.Match[str]) -> str:
 
 HOLD_CAP = 2048  # characters held back at most: a longer "possible secret" is shown, redacted
 _HEAD_WINDOW = 512  # how far back from the end an unfinished `password = ...` head is looked for
-_PREFIXES = frozenset(t[:n] for t in _ANY_TRIGGERS for n in range(1, len(t)))
+# Streamed text may end in a trigger's first letters. Those of a secret that is one token
+# (`sk-pr`, `AKI`, at a word's start) or of a private key's BEGIN line are held back, as the
+# secret would be replaced whole; those of a key name (`pas`, `Bear`, `https:`) are let out and
+# the next delta is redacted after them, as their secrets replace only what follows the name.
+_HELD_PREFIXES = frozenset("-----begin"[:n] for n in range(1, len("-----begin")))
 _WORD_PREFIXES = frozenset(t[:n] for t in _WORD_TRIGGERS for n in range(1, len(t)))
-_PREFIX_TUPLE, _WORD_PREFIX_TUPLE = tuple(_PREFIXES), tuple(_WORD_PREFIXES)
+_NAME_PREFIXES = tuple({t[:n] for t in _ANY_TRIGGERS if t != "-----begin" for n in range(1, len(t))})
+_HELD_TUPLE, _WORD_TUPLE = tuple(_HELD_PREFIXES), tuple(_WORD_PREFIXES)
 _LONGEST_PREFIX = max(len(t) for t in _TRIGGERS) - 1
 # Text at the end of a stream that may still become a secret with what follows: a key and its
 # separator and a value in progress (bare, or an open quote), `Bearer ...`, `Authorization: ...`,
@@ -222,10 +227,14 @@ class StreamRedactor:
         self._line = ""  # the current line as shown so far (its last _LINE_CONTEXT characters)
         self._until: re.Pattern[str] | None = None  # a redacted secret goes on until this matches
         self._tail = ""  # the end of what was dropped so far, while `_until` is the END line
+        self._named = False  # what was shown ends in a key name's first letters
 
     def feed(self, text: str) -> list[str]:
-        if not self._held and self._until is None and _plain(text):
+        if self._named and not _has_trigger(self._line[-_LONGEST_PREFIX:] + text[:_LONGEST_PREFIX]):
+            self._named = False  # `pas` went on as `pasta`, not as `password`
+        if not self._held and self._until is None and not self._named and _plain(text):
             self._line = _line_after(self._line, text)
+            self._named = _ends_in_name(self._line)  # `b`, `ear`: the line ends in `bear`
             return [text]  # the hot path: nothing that could be (part of) a secret
         buf, self._held = self._held + text, ""
         shown: list[str] = []
@@ -245,12 +254,13 @@ class StreamRedactor:
                 if len(self._held) > HOLD_CAP:
                     shown += self._release(self._held)
                     self._held = ""
+        self._named = _ends_in_name(self._line)
         return shown
 
     def finish(self) -> list[str]:
         """What is still held, redacted (a private key without END is redacted to here)."""
         shown = self._show(self._held)
-        self._held, self._line, self._until, self._tail = "", "", None, ""
+        self._held, self._line, self._until, self._tail, self._named = "", "", None, "", False
         return shown
 
     def _release(self, text: str) -> list[str]:
@@ -268,13 +278,13 @@ class StreamRedactor:
         redacted = redact_text(line + text)
         shown = redacted[len(line) :] if redacted.startswith(line) else redact_text(text)
         pieces = [shown]
-        if line and shown and _is_word(line[-1]) and _is_word(shown[0]):
-            # The journal redacts each piece on its own: one that starts inside a word
-            # (`com|pass: north`) gives the rest of that word a piece of its own, so that no
-            # pattern takes the middle of a word for a word's start.
-            end = _NOT_WORD.search(shown)
-            pieces = [shown] if end is None else [shown[: end.start()], shown[end.start() :]]
-        pieces = [redact_text(piece) for piece in pieces]  # a glued `xAKIA...` is redacted all the same
+        if redact_text(shown) != shown:  # the journal redacts each piece again, on its own
+            if line and _is_word(line[-1]) and _is_word(shown[0]):
+                # A piece that starts inside a word (`com|pass: north`) gives the rest of that
+                # word a piece of its own, so that no pattern takes it for a word's start.
+                end = _NOT_WORD.search(shown)
+                pieces = [shown] if end is None else [shown[: end.start()], shown[end.start() :]]
+            pieces = [redact_text(piece) for piece in pieces]  # a glued `xAKIA...` is redacted all the same
         self._line = _line_after(line, "".join(pieces))
         return pieces
 
@@ -322,19 +332,24 @@ def _token_start(text: str, end: int) -> int:
 
 
 def _prefix_start(text: str) -> int:
-    """Where the first letters of a trigger end `text` (`sk-pr`, `pas`, `://`), or len(text)."""
+    """Where the first letters of a held trigger end `text` (`sk-pr`, `-----BEG`), or len(text)."""
     end = len(text)
     tail = text[-_LONGEST_PREFIX:].lower()
-    # Cheap checks first: most text ends in no trigger's first letters, or in a long word.
-    if not tail.endswith(_PREFIX_TUPLE) and (
-        not tail.endswith(_WORD_PREFIX_TUPLE) or (end > _LONGEST_PREFIX and text[-_LONGEST_PREFIX - 1 :].isalnum())
+    # Cheap checks first: most text ends in no such letters, or in a long word.
+    if not tail.endswith(_HELD_TUPLE) and (
+        not tail.endswith(_WORD_TUPLE) or (end > _LONGEST_PREFIX and text[-_LONGEST_PREFIX - 1 :].isalnum())
     ):
         return end
     for size in range(len(tail), 0, -1):
         piece = tail[-size:]
-        if piece in _PREFIXES or (piece in _WORD_PREFIXES and (size == end or not _is_word(text[end - size - 1]))):
+        if piece in _HELD_PREFIXES or (piece in _WORD_PREFIXES and (size == end or not _is_word(text[end - size - 1]))):
             return end - size
     return end
+
+
+def _ends_in_name(text: str) -> bool:
+    """Whether `text` ends in a key name's first letters (`pas`, `Bear`, `https:`)."""
+    return text[-_LONGEST_PREFIX:].lower().endswith(_NAME_PREFIXES)
 
 
 def _is_word(char: str) -> bool:

@@ -51,6 +51,7 @@ NOT_SECRETS = [
     "auth: required",
     "Token: see the section below",
     "the bypass=1 flag",
+    "  compass: north",
     "path=/tmp/x and compat=yes",
     "hf_hub_download(repo_id)",
     "npm_config_cache=/tmp/npm",

@@ -1,7 +1,9 @@
 """No secret reaches the journal file: real turns of real servers plant secrets in prompts, tool
 inputs and outputs, file paths, directories, titles, permission answers, errors and config
 values; then every table, every column and the raw bytes of the database and its WAL are
-searched for them, as are `session/list`, a reload and the servers' logs."""
+searched for them, as are `session/list`, a reload and the servers' logs. A key streamed a
+character at a time is redacted once, ahead of the editor and the journal alike, and log lines
+are redacted too."""
 
 from __future__ import annotations
 
@@ -195,21 +197,9 @@ def rows_with_secrets(db: Path) -> list[tuple[str, str, str]]:
 
 SPLIT_KEY = f"sk-proj-{BODIES['openai']}"
 LINK_PASSWORD = "L1nkPa55w0rdZq"
-HAUI_REPLY = (
-    "\nCI is green.\n```hermes-ui\n"
-    + json.dumps(
-        {
-            "schema": "hermes.adaptive-ui",
-            "version": 1,
-            "blocks": [
-                {"type": "actions", "actions": [
-                    {"type": "open_url", "label": "CI run", "url": f"https://deploy:{LINK_PASSWORD}@ci.example.com/r/7"}
-                ]}
-            ],
-        }
-    )
-    + "\n```\nDone."
-)  # fmt: skip
+CI_LINK = {"type": "open_url", "label": "CI run", "url": f"https://deploy:{LINK_PASSWORD}@ci.example.com/r/7"}
+HAUI_ENVELOPE = {"schema": "hermes.adaptive-ui", "version": 1, "blocks": [{"type": "actions", "actions": [CI_LINK]}]}
+HAUI_REPLY = "\nCI is green.\n```hermes-ui\n" + json.dumps(HAUI_ENVELOPE) + "\n```\nDone."
 SPLIT_REPLY = f"Your key is {SPLIT_KEY} as asked." + HAUI_REPLY
 # One character per delta, a thought between each two, so the bridge cannot merge them.
 SPLIT_SCRIPT = {

@@ -100,10 +100,16 @@ def test_a_possible_secrets_start_is_held_back_until_the_token_ends(text: str, s
 
 def test_what_was_held_back_is_shown_once_the_token_turns_out_harmless() -> None:
     stream = StreamRedactor()
-    assert stream.feed("ask the tok") == ["ask the "]
-    assert stream.feed("enizer ") == ["tokenizer "]
+    assert stream.feed("ask the tok") == ["ask the tok"]  # a key name's start: the next delta is read after it
+    assert stream.feed("enizer ") == ["enizer "]
     assert stream.feed("password") == []
     assert stream.feed(" field is empty.") == ["password field is empty."]
+
+
+def test_a_key_names_first_letters_are_shown_and_what_follows_is_redacted_after_them() -> None:
+    assert "".join(streamed(["Auth: b", "ear", "er 0123456789abcdef ok"])) == "Auth: bearer [REDACTED] ok"
+    assert "".join(streamed(["DB_PA", "SS=s3cret ./run"])) == "DB_PASS=[REDACTED] ./run"
+    assert streamed(["a pas", "ta dish"]) == ["a pas", "ta dish"]
 
 
 def test_a_long_token_is_held_back_no_longer_than_the_cap_and_a_secret_in_it_stays_hidden() -> None:
