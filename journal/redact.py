@@ -181,7 +181,7 @@ def _replace(match: re.Match[str]) -> str:
 
 # --- streamed text ----------------------------------------------------------------------------
 
-HOLD_CAP = 2048  # characters held back at most: a longer "possible secret" is shown, redacted
+HOLD_CAP = 2048  # characters held back at most: a longer possible secret is shown, redacted
 _HEAD_WINDOW = 512  # how far back from the end an unfinished `password = ...` head is looked for
 # Streamed text may end in a trigger's first letters. Those of a secret that is one token
 # (`sk-pr`, `AKI`, at a word's start) or of a private key's BEGIN line are held back, as the
@@ -326,9 +326,7 @@ def _hold_from(text: str, new: int) -> int:
 
 
 def _token_start(text: str, end: int) -> int:
-    return (
-        max(text.rfind(" ", 0, end), text.rfind("\n", 0, end), text.rfind("\t", 0, end), text.rfind("\r", 0, end)) + 1
-    )
+    return max(text.rfind(space, 0, end) for space in " \n\t\r") + 1
 
 
 def _prefix_start(text: str) -> int:
@@ -358,7 +356,7 @@ def _is_word(char: str) -> bool:
 
 # --- a run's events ---------------------------------------------------------------------------
 
-Delta = TextDelta | ThoughtDelta | CompactionChunk
+_Delta = TextDelta | ThoughtDelta | CompactionChunk
 _UNSEEN = (UsageReported, TranscriptSaved)  # never shown between deltas, so they end no stream
 
 
@@ -368,7 +366,7 @@ class RunRedactor:
     any event that interrupts the streams (a tool call, the end of the turn)."""
 
     def __init__(self) -> None:
-        self._streams: dict[tuple[str, str], tuple[StreamRedactor, Delta]] = {}
+        self._streams: dict[tuple[str, str], tuple[StreamRedactor, _Delta]] = {}
         self._seq = 0
 
     def envelopes(self, envelope: Envelope) -> list[Envelope]:
@@ -393,7 +391,7 @@ class RunRedactor:
         return [*self.finish(), redact_event(event)]
 
     def finish(self) -> list[RuntimeEvent]:
-        """Whatever the streams still hold, as one delta each."""
+        """Whatever the streams still hold, as deltas."""
         held: list[RuntimeEvent] = []
         for stream, template in self._streams.values():
             held += [replace(template, text=text) for text in stream.finish() if text]
