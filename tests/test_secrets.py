@@ -1,7 +1,9 @@
 """No secret reaches the journal file: real turns of real servers plant secrets in prompts, tool
 inputs and outputs, file paths, directories, titles, permission answers, errors and config
 values; then every table, every column and the raw bytes of the database and its WAL are
-searched for them, as are `session/list`, a reload and the servers' logs."""
+searched for them, as are `session/list`, a reload and the servers' logs. A key streamed a
+character at a time is redacted once, ahead of the editor and the journal alike, and log lines
+are redacted too."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import contextlib
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from stdio_server import StdioServer
 
@@ -188,3 +191,117 @@ def rows_with_secrets(db: Path) -> list[tuple[str, str, str]]:
                     if names := leaks(text):
                         found.append((table, column, ",".join(names)))
     return found
+
+
+# --- one redaction ahead of the editor and the journal ------------------------------------------
+
+SPLIT_KEY = f"sk-proj-{BODIES['openai']}"
+LINK_PASSWORD = "L1nkPa55w0rdZq"
+CI_LINK = {"type": "open_url", "label": "CI run", "url": f"https://deploy:{LINK_PASSWORD}@ci.example.com/r/7"}
+HAUI_ENVELOPE = {"schema": "hermes.adaptive-ui", "version": 1, "blocks": [{"type": "actions", "actions": [CI_LINK]}]}
+HAUI_REPLY = "\nCI is green.\n```hermes-ui\n" + json.dumps(HAUI_ENVELOPE) + "\n```\nDone."
+SPLIT_REPLY = f"Your key is {SPLIT_KEY} as asked." + HAUI_REPLY
+# One character per delta, a thought between each two, so the bridge cannot merge them.
+SPLIT_SCRIPT = {
+    "scenarios": [{"match": "", "steps": [step for char in SPLIT_REPLY for step in ({"say": char}, {"think": "."})]}]
+}
+
+
+def shown_text(frames: list[dict[str, Any]]) -> str:
+    """The reply as the editor is shown it: its agent_message_chunk texts in order."""
+    return "".join(
+        frame["params"]["update"]["content"]["text"]
+        for frame in frames
+        if frame.get("method") == "session/update"
+        and frame["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    )
+
+
+def split_secrets(text: str) -> list[str]:
+    return [secret for secret in (SPLIT_KEY, BODIES["openai"][4:], LINK_PASSWORD) if secret in text]
+
+
+def test_a_key_streamed_a_character_at_a_time_is_never_whole_on_the_wire_in_the_journal_or_the_trace(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SPLIT_SCRIPT))
+    db, trace = tmp_path / "journal.db", tmp_path / "trace.jsonl"
+    args = ("--agent", "scripted", "--script", str(script), "--db", str(db), "--trace", str(trace))
+    live = StdioServer(*args, cwd=str(tmp_path))
+    try:
+        sid = live.start_session(str(tmp_path))
+        assert prompt(live, sid, "stream it")["result"] == {"stopReason": "end_turn"}
+        live_files = file_leaks(tmp_path)  # the WAL, while the server runs
+        stored_while_live = {name: split_secrets(read_bytes(tmp_path / name)) for name in live_files}
+        live.close_stdin()
+        assert live.wait() == 0
+    finally:
+        live.kill()
+    thoughts = [f for f in live.frames if f.get("method") == "session/update" and "thought" in json.dumps(f)]
+    assert len(thoughts) >= len(SPLIT_REPLY)  # every character of the reply was a delta of its own
+
+    reload = StdioServer(*args, cwd=str(tmp_path))
+    try:
+        reload.start_session(str(tmp_path))
+        reload.call("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        reload.close_stdin()
+        assert reload.wait() == 0
+    finally:
+        reload.kill()
+
+    shown = shown_text(live.frames)
+    assert "Your key is [REDACTED] as asked." in shown
+    assert "CI run · https://deploy:\\[REDACTED\\]@ci.example.com/r/7" in shown  # the HAUI link, drawn
+    assert shown_text(reload.frames) == shown  # a reload shows what the editor was shown
+    traced = [json.loads(line)["frame"] for line in trace.read_text().splitlines()]
+    assert stored_while_live == {name: [] for name in live_files}
+    assert split_secrets(shown_text(traced)) == []
+    assert split_secrets(stored_reply(db)) == [] and "[REDACTED]" in stored_reply(db)
+    assert split_secrets(read_bytes(db)) == []
+
+
+def read_bytes(path: Path) -> str:
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def stored_reply(db: Path) -> str:
+    """The reply as the journal stores it (the database holds one run)."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute("SELECT payload FROM events WHERE type = 'text' ORDER BY seq").fetchall()
+    return "".join(json.loads(payload)["text"] for (payload,) in rows)
+
+
+LEAKY_AGENT = f'''
+import logging
+
+log = logging.getLogger("leaky_agent")
+
+
+def run(prompt, session):
+    log.warning("calling the API with %s", "{SPLIT_KEY}")
+    log.info("password: {BODIES["password"]}")
+    raise RuntimeError("the API refused {GITHUB}")
+'''
+
+
+def test_secrets_in_log_lines_and_tracebacks_are_redacted_on_stderr_and_in_the_log_file(tmp_path: Path) -> None:
+    (tmp_path / "leaky_agent.py").write_text(LEAKY_AGENT)
+    log_file = tmp_path / "server.log"
+    args = ("--agent", "leaky_agent:run", "--db", str(tmp_path / "j.db"), "--log-level", "INFO")
+    server = StdioServer(*args, "--log-file", str(log_file), cwd=str(tmp_path))
+    try:
+        sid = server.start_session(str(tmp_path))
+        assert prompt(server, sid, "go")["error"]["message"].startswith("The agent failed (RuntimeError)")
+        # A response to no request is logged with its id: the editor's input, untrusted.
+        server.send({"jsonrpc": "2.0", "id": AWS_SESSION, "result": None})
+        server.close_stdin()
+        assert server.wait() == 0
+    finally:
+        server.kill()
+    for log in (server.stderr.decode(), log_file.read_text()):
+        assert "calling the API with [REDACTED]" in log
+        assert "password: [REDACTED]" in log
+        assert "RuntimeError: the API refused [REDACTED]" in log  # the traceback
+        assert "request id '[REDACTED]'" in log
+        assert leaks(log) == []

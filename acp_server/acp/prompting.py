@@ -1,6 +1,6 @@
 """The prompt path of one connection: a turn waits its place in the session's queue, runs (the
 adapter in a worker thread, or a built-in slash command), and every runtime event it makes passes
-through `publish`, the one place that journals it and maps it to a `session/update`.
+through `publish`, the one place that redacts it, journals it and maps it to a `session/update`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutco
 from acp_server.turns.terminal import TerminalChoice
 from adapters.base import AdapterCapabilities, EditorFeatures, RuntimeAdapter, SessionNotes, TurnInput
 from adapters.events import Envelope, PromptReceived, RuntimeEvent, TextDelta, TitleChanged, TurnFinished
+from journal.redact import RunRedactor
 from journal.states import RESPONSE_KINDS, RunState, final_state
 from journal.store import Journal
 
@@ -112,12 +113,13 @@ class Prompts:
         tally = TurnTally()
         responded = False
         reply = RichReply(enabled=haui_on(session.config, self.options.haui))
+        redactor = RunRedactor()
 
         async def publish(envelope: Envelope) -> None:
             nonlocal responded
             responded = responded or envelope.event.kind in RESPONSE_KINDS
             tally.add(envelope.event)
-            await self.publish(envelope, reply)
+            await self.publish(envelope, redactor=redactor, reply=reply)
             if isinstance(envelope.event, TurnFinished):
                 await self._finish_run(envelope.run_id, envelope.event, responded=responded)
 
@@ -227,9 +229,15 @@ class Prompts:
         except PeerClosedError:
             log.info("the client left before session %s's title was shown", session_id)
 
-    async def publish(self, envelope: Envelope, reply: RichReply | None = None) -> None:
-        """Every runtime event of every turn passes here, in order: journal (the agent's raw
-        text), then the wire (the text as `reply` shows it: HAUI fences drawn)."""
+    async def publish(self, envelope: Envelope, *, redactor: RunRedactor, reply: RichReply) -> None:
+        """Every runtime event of every turn passes here, in order, and is redacted here once
+        (`redactor`, the run's: a secret streamed in pieces is held back until it is whole), so
+        the journal stores and the editor is shown the same text; each is journaled, then sent
+        as `reply` shows it (HAUI fences drawn)."""
+        for redacted in redactor.envelopes(envelope):
+            await self._publish_redacted(redacted, reply)
+
+    async def _publish_redacted(self, envelope: Envelope, reply: RichReply) -> None:
         event = envelope.event
         if self.journal is not None:
             # Committed before the editor sees it: a crash never takes back what was shown, and
@@ -237,7 +245,7 @@ class Prompts:
             await self.journal.append(envelope, durable=True)
             if isinstance(event, TitleChanged):
                 await self.journal.update_session(envelope.session_id, title=event.title)
-        for shown in reply.shown(event) if reply is not None else [event]:
+        for shown in reply.shown(event):
             update = to_update(shown)
             if update is not None:
                 await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})

@@ -64,6 +64,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class RedactedRecords(logging.Filter):
+    """Secrets out of every log line, on stderr and in --log-file: each record's message (its
+    arguments filled in), traceback and stack, redacted as the journal is. The redactor loads
+    with the first record, so a command that logs nothing never imports the journal package."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from journal.redact import redact_record
+
+        redact_record(record)
+        return True
+
+
 def configure_logging(level: str, log_file: str | None, *, libraries: str | None = None, agent: str = "") -> None:
     """Our loggers (and a module:factory agent's) at `level`; the others at WARNING or above,
     unless `libraries` names them (comma-separated) or is "all"."""
@@ -79,6 +91,8 @@ def configure_logging(level: str, log_file: str | None, *, libraries: str | None
     raised = {name.strip() for name in (libraries or "").split(",") if name.strip()}
     everything = bool(raised & ALL_LIBRARIES)
     root = numeric if everything else max(numeric, logging.WARNING)
+    for handler in handlers:
+        handler.addFilter(RedactedRecords())
     logging.basicConfig(level=root, handlers=handlers, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     module = agent.partition(":")[0] if ":" in agent else ""
     for name in (*OWN_LOGGERS, *([module.split(".")[0]] if module else []), *(raised - ALL_LIBRARIES)):
