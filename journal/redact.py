@@ -11,7 +11,7 @@ import logging
 import re
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from adapters.events import (
     CompactionChunk,
@@ -23,6 +23,8 @@ from adapters.events import (
     UsageReported,
 )
 from journal.codec import decode_event, encode_event
+
+AnyEvent = TypeVar("AnyEvent", bound=RuntimeEvent)
 
 REDACTED = "[REDACTED]"
 
@@ -399,8 +401,8 @@ class RunRedactor:
         return held
 
 
-def redact_event(event: RuntimeEvent) -> RuntimeEvent:
+def redact_event(event: AnyEvent) -> AnyEvent:
     """The event with every field redacted as the journal stores it (itself if nothing was)."""
     kind, payload = encode_event(event)
     redacted = redact(payload)
-    return event if redacted == payload else decode_event(kind, redacted)
+    return event if redacted == payload else cast("AnyEvent", decode_event(kind, redacted))

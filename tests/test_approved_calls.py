@@ -107,3 +107,16 @@ async def test_a_call_the_user_refused_runs_no_command(tmp_path):
     editor, sid = await play(Insisting(), tmp_path, "reject_once")
     assert not (tmp_path / "pwned").exists()
     assert editor.text(sid) == "Refused: this tool call was not allowed"
+
+
+async def test_a_question_about_a_call_with_a_secret_shows_it_redacted_as_the_journal_keeps_it(tmp_path):
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0" * 2
+    command = f"curl -H 'Authorization: Bearer {key}' https://api.example.com"
+    step = {"tool": command, "kind": "execute", "ask": True, "input": {"command": command}}
+    adapter = ScriptedAdapter.from_data({"scenarios": [{"match": "", "steps": [step]}]})
+    editor, sid = await play(adapter, tmp_path, "reject_once")
+    (asked,) = [r["params"] for r in editor.server_requests if r["method"] == "session/request_permission"]
+    assert key not in str(asked)
+    assert "[REDACTED]" in asked["toolCall"]["title"] and "[REDACTED]" in str(asked["toolCall"]["rawInput"])
+    (started,) = [u for u in editor.updates[sid] if u["sessionUpdate"] == "tool_call"]
+    assert asked["toolCall"]["title"] == started["title"]  # the question names the call the editor was shown

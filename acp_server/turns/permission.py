@@ -25,6 +25,7 @@ from acp_server.turns.mapping import tool_call_fields
 from acp_server.turns.policy import PermissionMemory, Subject, approved_command, decide, remembered, subject_of
 from adapters.base import PermissionDecision, ToolRefused
 from adapters.events import PermissionDecided, RuntimeEvent, ToolCallStarted
+from journal.redact import redact_event, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,8 @@ def permission_options(subject: Subject) -> list[dict[str, Any]]:
         ("reject_once", "Reject"),
         ("reject_always", subject.reject_label),
     ]
-    return [{"optionId": kind, "name": name, "kind": kind} for kind, name in labels if name is not None]
+    # Labels name commands, which may carry a secret: shown as the journal keeps them.
+    return [{"optionId": kind, "name": redact_text(name), "kind": kind} for kind, name in labels if name is not None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,7 +98,7 @@ class PermissionFlow:
         return decision
 
     async def _ask_user(self, tool: ToolCallStarted) -> tuple[PermissionDecision, Outcome, str | None]:
-        fields = tool_call_fields(tool)
+        fields = tool_call_fields(redact_event(tool))  # the question shows the call as the journal keeps it
         fields.pop("status")
         subject = subject_of(tool)
         options = permission_options(subject)
