@@ -26,11 +26,18 @@ _MIN_SEQ = -(2**63)
 
 @dataclass(frozen=True, slots=True)
 class Span:
-    """Which events to read: one session, maybe one run of it, strictly after `start`."""
+    """Which events to read: one session, maybe one run of it, strictly after `start` (and,
+    with `last_run`, up to the end of that run)."""
 
     session_id: str
     run_no: int | None = None
     start: tuple[int, int] = (-1, 0)
+    last_run: int | None = None
+
+
+def runs_span(session_id: str, first: int, last: int) -> Span:
+    """Every event of the session's runs `first` to `last` (by `seq_no`)."""
+    return Span(session_id, None, (first, _MIN_SEQ), last)
 
 
 async def resolve_span(
@@ -132,6 +139,9 @@ def _page_query(span: Span, types: Sequence[str]) -> tuple[str, tuple[object, ..
     if span.run_no is not None:
         where.append("run_no = ?")
         params.append(span.run_no)
+    if span.last_run is not None:
+        where.append("run_no <= ?")
+        params.append(span.last_run)
     if types:
         where.append(f"type IN ({','.join('?' * len(types))})")
         params.extend(types)
