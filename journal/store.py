@@ -376,11 +376,12 @@ class Journal:
         self._check_open()
         await self._write.run(lambda conn: cache.store(conn, variant, entries))
 
-    async def events_of_runs(self, session_id: str, first: int, last: int) -> AsyncIterator[EventRecord]:
-        """The events of the session's runs `first` to `last` (their `seq_no`), in order."""
+    async def replay_pages(self, session_id: str, first: int, last: int) -> AsyncIterator[list[replay.Replayed]]:
+        """The events of the session's runs `first` to `last` (`seq_no`), in order, page by page,
+        as `(run_id, seq, event)`: a replay's view, without the rest of their records."""
         await self._sync()
-        async for record in replay.stream(self._read, replay.runs_span(session_id, first, last)):
-            yield record
+        async for page in replay.event_pages(self._read, replay.runs_span(session_id, first, last)):
+            yield page
 
     # --- internals ------------------------------------------------------------------------
 

@@ -120,13 +120,15 @@ class History:
             return
         by_id = {run.id: run for run in runs}
         made: _Made | None = None
-        async for record in self._journal.events_of_runs(self._session_id, runs[0].seq_no, runs[-1].seq_no):
-            if made is None or record.run_id != made.run.id:
-                if made is not None:
-                    await self._end(made)
-                made = _Made(by_id[record.run_id], RunReplay(record.run_id, rich=self._rich))
-            await self._send(made, made.replay.feed(record.event))
-            made.last_seq = self._seen[record.run_id] = record.seq
+        async for page in self._journal.replay_pages(self._session_id, runs[0].seq_no, runs[-1].seq_no):
+            for run_id, seq, event in page:
+                if made is None or run_id != made.run.id:
+                    if made is not None:
+                        await self._end(made)
+                    made = _Made(by_id[run_id], RunReplay(run_id, rich=self._rich))
+                if updates := made.replay.feed(event):
+                    await self._send(made, updates)
+                made.last_seq = self._seen[run_id] = seq
         if made is not None:
             await self._end(made)
         await self._write()

@@ -53,13 +53,18 @@ class ReplyFilter:
     """One reply's text: `feed` each delta and emit what it returns; `finish` at the reply's end."""
 
     def __init__(self) -> None:
-        self._line = ""  # the unfinished line
+        self._line: str = ""  # the unfinished line
         self._sent = 0  # how much of it was emitted already
         self._fence: _Fence | None = None
         self._gap = False  # a drawn block was emitted: a non-blank line after it needs a blank one
         self._last_blank = True  # the last emitted line was blank (or nothing was emitted yet)
 
     def feed(self, delta: str) -> str:
+        if "\n" not in delta and self._sent and self._sent == len(self._line) and self._streaming():
+            # The rest of a line already let through: it goes as it comes (most deltas do).
+            self._line += delta
+            self._sent += len(delta)
+            return delta
         out: list[str] = []
         for piece in delta.splitlines(keepends=True):
             self._line += piece
@@ -78,6 +83,10 @@ class ReplyFilter:
         if fence is not None and fence.kind is not None:
             out += self._draw(fence, closer="")
         return out
+
+    def _streaming(self) -> bool:
+        """Outside any fence or inside an ordinary one: a line once let through goes on so."""
+        return self._fence is None or self._fence.kind is None
 
     def _partial(self) -> str:
         """Text of the unfinished line that can go now (never part of a held fence)."""

@@ -40,6 +40,8 @@ class RichReply:
             return [event]
         if isinstance(event, TextDelta):
             text = self._filter.feed(event.text)
+            if text and text is event.text:
+                return [event]  # let through as it came (the filter's fast path): no new event
             return [TextDelta(text)] if text else []
         if isinstance(event, TurnFinished):
             return [*self.finish(), event]
