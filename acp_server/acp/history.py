@@ -128,7 +128,7 @@ class History:
                     made = _Made(by_id[run_id], RunReplay(run_id, rich=self._rich))
                 if updates := made.replay.feed(event):
                     await self._send(made, updates)
-                made.last_seq = self._seen[run_id] = seq
+                made.last_seq = seq
         if made is not None:
             await self._end(made)
         await self._write()
@@ -146,6 +146,8 @@ class History:
     async def _end(self, made: _Made) -> None:
         await self._send(made, made.replay.end(cut_off(made.run)))
         run = made.run
+        if made.last_seq is not None:
+            self._seen[run.id] = made.last_seq
         if made.lines and run.status is not RunState.RUNNING and made.last_seq == run.last_seq:
             self._writes.append((run, "\n".join(made.lines)))
             self._write_chars += made.chars
