@@ -60,7 +60,7 @@ class ReplyFilter:
         self._last_blank = True  # the last emitted line was blank (or nothing was emitted yet)
 
     def feed(self, delta: str) -> str:
-        if "\n" not in delta and self._sent and self._sent == len(self._line) and self._streaming():
+        if "\n" not in delta and self._sent and self._streaming():
             # The rest of a line already let through: it goes as it comes (most deltas do).
             self._line += delta
             self._sent += len(delta)
