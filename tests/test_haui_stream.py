@@ -64,8 +64,8 @@ def test_a_reply_that_ends_inside_a_fence_is_drawn_as_it_stands() -> None:
 class LineByLine(ReplyFilter):
     """The filter without its shortcut for the rest of a line already let through."""
 
-    def _streaming(self) -> bool:
-        return False
+    def feed(self, delta: str) -> str:
+        return self._lines(delta)
 
 
 @settings(max_examples=400, deadline=None)

@@ -60,11 +60,15 @@ class ReplyFilter:
         self._last_blank = True  # the last emitted line was blank (or nothing was emitted yet)
 
     def feed(self, delta: str) -> str:
-        if "\n" not in delta and self._sent and self._streaming():
-            # The rest of a line already let through: it goes as it comes (most deltas do).
+        if self._sent and "\n" not in delta:
+            # More of a line already let through (most deltas): a line that went out as it came
+            # can no longer open a fence, or is in an ordinary one, so it goes on as it comes.
             self._line += delta
             self._sent += len(delta)
             return delta
+        return self._lines(delta)
+
+    def _lines(self, delta: str) -> str:
         out: list[str] = []
         for piece in delta.splitlines(keepends=True):
             self._line += piece
@@ -83,10 +87,6 @@ class ReplyFilter:
         if fence is not None and fence.kind is not None:
             out += self._draw(fence, closer="")
         return out
-
-    def _streaming(self) -> bool:
-        """Outside any fence or inside an ordinary one: a line once let through goes on so."""
-        return self._fence is None or self._fence.kind is None
 
     def _partial(self) -> str:
         """Text of the unfinished line that can go now (never part of a held fence)."""
