@@ -144,6 +144,9 @@ class RunReplay:
         self._reply = RichReply(enabled=rich)
 
     def feed(self, event: RuntimeEvent) -> list[dict[str, Any]]:
+        if type(event) is TextDelta:  # most events: text to merge, no tool call to track
+            shown = self._reply.text(event)
+            return self._merger.add(shown) if shown is not None else []
         self._open_tools.add(event)
         return [update for shown in self._reply.shown(event) for update in self._show(shown)]
 
