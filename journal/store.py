@@ -372,7 +372,8 @@ class Journal:
             yield entry
 
     async def cache_runs(self, variant: str, entries: Sequence[tuple[RunRecord, str]]) -> None:
-        """Keep texts derived from finished runs, one transaction; a run changed since is skipped."""
+        """Keep texts derived from finished runs, one transaction; a run changed since is skipped.
+        Not redacted again: they come from events that were (journal.cache)."""
         self._check_open()
         await self._write.run(lambda conn: cache.store(conn, variant, entries))
 

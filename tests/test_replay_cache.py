@@ -283,3 +283,13 @@ async def test_text_deltas_read_back_for_replay_as_they_read_back_as_records(tmp
         pages = [entry async for page in journal.replay_pages(SID, 0, 0) for entry in page]
     assert pages == records
     assert [event for _, _, event in pages][:-1] == [TextDelta(text) for text in TRICKY[:-1]]
+
+
+async def test_deleting_a_session_deletes_its_cached_replays(tmp_path: Path) -> None:
+    db = tmp_path / "journal.db"
+    await build(db, tmp_path)
+    await load(db, tmp_path)
+    assert cached(db)
+    async with await Journal.open(db) as journal:
+        assert await journal.delete_session(SID)
+    assert cached(db) == {}
