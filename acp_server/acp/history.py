@@ -112,7 +112,6 @@ class History:
             if entry.run.last_seq is not None:
                 self._seen[entry.run.id] = entry.run.last_seq
         await self.send_runs(pending)
-        await self._write()
 
     async def send_runs(self, runs: list[RunRecord]) -> None:
         """Replay `runs` (consecutive runs of the session) from their events, caching the finished."""
