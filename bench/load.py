@@ -3,11 +3,16 @@
 Builds a journal holding one session of T turns, each a prompt, C streamed text deltas and a
 tool call (started, in progress, completed), written through the journal's own API as a live
 server writes it. Then starts `python -m acp_server --db <that file>`, sends initialize and
-`session/load`, and reports the time from the load request to its response, the
-notifications replayed, and the server's resident memory before the load and at its peak
-(VmRSS / VmHWM from Linux /proc). A benchmark, not a test: nothing about speed is asserted.
+`session/load`, and reports the time from the load request to its response, the CPU time
+the server spent on it (a busy machine stretches the wall time, not this), the notifications
+replayed, and the server's resident memory before the load and at its peak (VmRSS / VmHWM
+from Linux /proc). A benchmark, not a test: nothing about speed is asserted.
 
-    .venv/bin/python bench/load.py [--turns 200] [--chunks 50] [--runs 3]
+The first load of a session fills its replay cache, so run 1 is the cold load and later runs
+the warm one. `--db PATH` keeps the journal (built there unless it exists, then reused as it
+is, cache included); copy a fresh one to time a cold load again.
+
+    .venv/bin/python bench/load.py [--turns 200] [--chunks 50] [--runs 3] [--db PATH]
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,9 +43,11 @@ from adapters.events import (  # noqa: E402
 )
 from journal.store import Journal, SessionRecord  # noqa: E402
 
+SESSION_ID = "sess_bench"
 
-async def build(db: Path, turns: int, chunks: int) -> str:
-    session_id = "sess_bench"
+
+async def build(db: Path, turns: int, chunks: int) -> None:
+    session_id = SESSION_ID
     async with await Journal.open(db) as journal:
         await journal.create_session(SessionRecord(id=session_id, cwd=str(REPO), title="load benchmark"))
         for turn in range(turns):
@@ -55,7 +64,12 @@ async def build(db: Path, turns: int, chunks: int) -> str:
             for seq, event in enumerate(events, 1):
                 await journal.append(Envelope(run_id, session_id, seq, event, time.time()))
             await journal.finish_run(run_id, "end_turn", stop_reason="end_turn")
-    return session_id
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the process so far (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def memory_kib(pid: int) -> dict[str, int]:
@@ -67,7 +81,16 @@ def memory_kib(pid: int) -> dict[str, int]:
     return fields
 
 
-def measure(db: Path, session_id: str) -> tuple[float, int, int, int]:
+@dataclass(frozen=True, slots=True)
+class Load:
+    seconds: float
+    cpu: float
+    notifications: int
+    rss_kib: int
+    peak_kib: int
+
+
+def measure(db: Path, session_id: str) -> Load:
     command = [sys.executable, "-m", "acp_server", "--agent", "echo", "--db", str(db)]
     server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert server.stdin and server.stdout
@@ -80,6 +103,7 @@ def measure(db: Path, session_id: str) -> tuple[float, int, int, int]:
         send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
         json.loads(server.stdout.readline())
         before = memory_kib(server.pid)
+        cpu = cpu_seconds(server.pid)
         started = time.perf_counter()
         send(
             {
@@ -96,9 +120,10 @@ def measure(db: Path, session_id: str) -> tuple[float, int, int, int]:
                 break
             notifications += 1
         elapsed = time.perf_counter() - started
+        cpu = cpu_seconds(server.pid) - cpu
         after = memory_kib(server.pid)
         assert "result" in frame, frame
-        return elapsed, notifications, before["VmRSS"], after["VmHWM"]
+        return Load(elapsed, cpu, notifications, before["VmRSS"], after["VmHWM"])
     finally:
         server.stdin.close()
         server.wait(10)
@@ -109,24 +134,31 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--chunks", type=int, default=50)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--db", type=Path, help="keep the journal here (reused if it exists)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "journal.db"
-        started = time.perf_counter()
-        session_id = asyncio.run(build(db, args.turns, args.chunks))
+        db: Path = args.db or Path(tmp) / "journal.db"
+        if db.exists():
+            print(f"reusing {db} ({db.stat().st_size / 1e6:.1f} MB)")
+        else:
+            started = time.perf_counter()
+            asyncio.run(build(db, args.turns, args.chunks))
+            print(
+                f"built {args.turns} turns x {args.chunks} chunks + a tool call each "
+                f"in {time.perf_counter() - started:.2f} s ({db.stat().st_size / 1e6:.1f} MB)"
+            )
+        results = [measure(db, SESSION_ID) for _ in range(args.runs)]
+    for n, load in enumerate(results, 1):
         print(
-            f"built {args.turns} turns x {args.chunks} chunks + a tool call each "
-            f"in {time.perf_counter() - started:.2f} s ({db.stat().st_size / 1e6:.1f} MB)"
+            f"run {n}: load {load.seconds * 1000:.1f} ms (server CPU {load.cpu * 1000:.0f} ms), "
+            f"{load.notifications} notifications, RSS before {load.rss_kib / 1024:.1f} MB, "
+            f"peak {load.peak_kib / 1024:.1f} MB (+{(load.peak_kib - load.rss_kib) / 1024:.1f} MB)"
         )
-        results = [measure(db, session_id) for _ in range(args.runs)]
-    for n, (elapsed, notifications, rss, peak) in enumerate(results, 1):
-        print(
-            f"run {n}: load {elapsed * 1000:.1f} ms, {notifications} notifications, "
-            f"RSS before {rss / 1024:.1f} MB, peak {peak / 1024:.1f} MB (+{(peak - rss) / 1024:.1f} MB)"
-        )
+    warm = results[1:] or results
     print(
-        f"median load time: {statistics.median(r[0] for r in results) * 1000:.1f} ms; "
-        f"median peak RSS growth: {statistics.median((r[3] - r[2]) / 1024 for r in results):.1f} MB"
+        f"median load time (warm runs): {statistics.median(r.seconds for r in warm) * 1000:.1f} ms, "
+        f"server CPU {statistics.median(r.cpu for r in warm) * 1000:.0f} ms; "
+        f"median peak RSS growth: {statistics.median((r.peak_kib - r.rss_kib) / 1024 for r in results):.1f} MB"
     )
 
 

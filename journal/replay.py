@@ -8,29 +8,44 @@ on `(run_no, seq)`, so memory stays flat however long the history. `after` is an
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from json import decoder
+from typing import Any, cast
 
 import aiosqlite
 
 from adapters.base import TurnInput
 from adapters.conversation import Conversation
-from adapters.events import PromptReceived, TextDelta, TranscriptSaved
+from adapters.events import PromptReceived, RuntimeEvent, TextDelta, TranscriptSaved
 from journal.codec import decode_event
 from journal.records import EventRecord
 
 PAGE_SIZE = 500
 _MIN_SEQ = -(2**63)
+_RECORD_COLUMNS = "run_id, seq, session_id, type, created_at, terminal, payload, run_no"
+_TEXT_PAYLOAD = '{"text":"'  # how journal.store encodes a text delta's payload
+
+Replayed = tuple[str, int, RuntimeEvent]  # run_id, seq, event
+
+# The C string scanner under `json.loads` (typeshed leaves it out): a text payload is one string.
+_scan_string = cast(Callable[[str, int], tuple[str, int]], decoder.scanstring)  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
 
 
 @dataclass(frozen=True, slots=True)
 class Span:
-    """Which events to read: one session, maybe one run of it, strictly after `start`."""
+    """Which events to read: one session, maybe one run of it, strictly after `start` (and,
+    with `last_run`, up to the end of that run)."""
 
     session_id: str
     run_no: int | None = None
     start: tuple[int, int] = (-1, 0)
+    last_run: int | None = None
+
+
+def runs_span(session_id: str, first: int, last: int) -> Span:
+    """Every event of the session's runs `first` to `last` (by `seq_no`)."""
+    return Span(session_id, None, (first, _MIN_SEQ), last)
 
 
 async def resolve_span(
@@ -90,17 +105,33 @@ async def stream(
     types: Sequence[str] = (),
 ) -> AsyncIterator[EventRecord]:
     """The span's events in order, fetched `PAGE_SIZE` rows per query."""
-    sql, params = _page_query(span, types)
+    async for rows in _pages(conn, span, _RECORD_COLUMNS, types):
+        for row in rows:
+            yield _record(row)
+
+
+async def event_pages(conn: aiosqlite.Connection, span: Span) -> AsyncIterator[list[Replayed]]:
+    """The span's events in order, a page of `PAGE_SIZE` at a time, with only what a replay
+    needs: it reads every event of a session, so each one's cost counts."""
+    async for rows in _pages(conn, span, "run_id, seq, type, payload, run_no", ()):
+        yield [(row[0], row[1], _event(row[2], row[3])) for row in rows]
+
+
+async def _pages(
+    conn: aiosqlite.Connection, span: Span, columns: str, types: Sequence[str]
+) -> AsyncIterator[list[Any]]:
+    """Rows of `columns` (the first two `run_id, seq`, the last `run_no`) by keyset pages."""
+    sql, params = _page_query(span, types, columns)
     key: tuple[int, int] = span.start
     while True:
         # Within one run the key is the seq alone, so the index serves the order with no sort.
         key_params: tuple[int, ...] = key if span.run_no is None else key[1:]
         rows = list(await conn.execute_fetchall(sql, (*params, *key_params, PAGE_SIZE)))
-        for row in rows:
-            yield _record(row)
+        if rows:
+            yield rows
         if len(rows) < PAGE_SIZE:
             return
-        key = (rows[-1][7], rows[-1][1])
+        key = (rows[-1][-1], rows[-1][1])
 
 
 async def conversation(conn: aiosqlite.Connection, session_id: str) -> Conversation:
@@ -126,12 +157,15 @@ async def conversation(conn: aiosqlite.Connection, session_id: str) -> Conversat
     return folded
 
 
-def _page_query(span: Span, types: Sequence[str]) -> tuple[str, tuple[object, ...]]:
+def _page_query(span: Span, types: Sequence[str], columns: str) -> tuple[str, tuple[object, ...]]:
     where = ["session_id = ?"]
     params: list[object] = [span.session_id]
     if span.run_no is not None:
         where.append("run_no = ?")
         params.append(span.run_no)
+    if span.last_run is not None:
+        where.append("run_no <= ?")
+        params.append(span.last_run)
     if types:
         where.append(f"type IN ({','.join('?' * len(types))})")
         params.extend(types)
@@ -142,10 +176,19 @@ def _page_query(span: Span, types: Sequence[str]) -> tuple[str, tuple[object, ..
         where.append("seq > ?")
         order = "seq"
     sql = (
-        "SELECT run_id, seq, session_id, type, created_at, terminal, payload, run_no FROM events "  # noqa: S608
+        f"SELECT {columns} FROM events "  # noqa: S608
         f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
     )
     return sql, tuple(params)
+
+
+def _event(type_: str, payload: str) -> RuntimeEvent:
+    """A stored event's runtime event; a text delta, most of any history, without a parser."""
+    if type_ == "text" and payload.startswith(_TEXT_PAYLOAD):
+        text, end = _scan_string(payload, len(_TEXT_PAYLOAD))
+        if end == len(payload) - 1 and payload[end] == "}":
+            return TextDelta(text)
+    return decode_event(type_, json.loads(payload))
 
 
 def _record(row: Any) -> EventRecord:

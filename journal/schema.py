@@ -62,7 +62,19 @@ _V1 = (
        BEGIN SELECT RAISE(ABORT, 'journal events are append-only'); END""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+# What a caller derived from a finished run (journal.cache): one row per run, replaced freely.
+_V2 = (
+    """CREATE TABLE run_cache (
+        run_id TEXT PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+        variant TEXT NOT NULL,
+        status TEXT NOT NULL,
+        last_seq INTEGER,
+        ended_at REAL,
+        body TEXT NOT NULL
+    )""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -13,7 +13,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -24,7 +24,8 @@ import platformdirs
 
 from adapters.conversation import Conversation
 from adapters.events import Envelope
-from journal import owners, replay, schema
+from journal import cache, owners, replay, schema
+from journal.cache import CachedRun
 from journal.codec import encode_event
 from journal.durability import is_durable
 from journal.errors import JournalClosedError, JournalFileError, classified
@@ -360,6 +361,27 @@ class Journal:
         await self._sync()
         with classified(self.path):
             return await replay.conversation(self._read, session_id)
+
+    # --- the per-run cache (journal.cache) -------------------------------------------------
+
+    async def cached_runs(self, session_id: str, variant: str) -> AsyncIterator[CachedRun]:
+        """The session's runs in order, each with its cached text of `variant` if still current."""
+        await self._sync()
+        async for entry in cache.cached_runs(self._read, session_id, variant):
+            yield entry
+
+    async def cache_runs(self, variant: str, entries: Sequence[tuple[RunRecord, str]]) -> None:
+        """Keep texts derived from finished runs, one transaction; a run changed since is skipped.
+        Not redacted again: they come from events that were (journal.cache)."""
+        self._check_open()
+        await self._write.run(lambda conn: cache.store(conn, variant, entries))
+
+    async def replay_pages(self, session_id: str, first: int, last: int) -> AsyncIterator[list[replay.Replayed]]:
+        """The events of the session's runs `first` to `last` (`seq_no`), in order, page by page,
+        as `(run_id, seq, event)`: a replay's view, without the rest of their records."""
+        await self._sync()
+        async for page in replay.event_pages(self._read, replay.runs_span(session_id, first, last)):
+            yield page
 
     # --- internals ------------------------------------------------------------------------
 

@@ -59,3 +59,20 @@ def test_text_streams_as_it_comes_and_a_fence_is_emitted_once_on_its_closing_lin
 def test_a_reply_that_ends_inside_a_fence_is_drawn_as_it_stands() -> None:
     cut = fence(envelope({"type": "notice", "body": "Almost"}, {"type": "stat", "label": "Cut", "value": 1}))[:-30]
     assert _stream(["Intro\n", cut]) == ["Intro\n", "", "\n> **Note:**\n>\n> Almost"]
+
+
+class LineByLine(ReplyFilter):
+    """The filter without its shortcut for the rest of a line already let through."""
+
+    def feed(self, delta: str) -> str:
+        return self._lines(delta)
+
+
+@settings(max_examples=400, deadline=None)
+@given(replies_and_cuts())
+def test_the_rest_of_a_line_let_through_goes_out_delta_by_delta_as_the_line_machinery_sends_it(
+    case: tuple[str, list[str]],
+) -> None:
+    _, deltas = case
+    slow = LineByLine()
+    assert _stream(deltas) == [slow.feed(delta) for delta in deltas] + [slow.finish()]

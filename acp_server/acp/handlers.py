@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterable, Awaitable, Callable
-from functools import partial
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 
 import acp_server
 from acp_server.acp.commands import available_commands
+from acp_server.acp.history import History
 from acp_server.acp.options import (
     MODE_OPTION,
     check_mode,
@@ -62,14 +62,12 @@ from acp_server.rpc.errors import (
     invalid_params,
 )
 from acp_server.rpc.peer import Peer
-from acp_server.turns.replay import Replayable, iso, replay_updates
+from acp_server.turns.replay import iso
 from acp_server.turns.rich import haui_on
 from acp_server.turns.services import ClientCapabilities
 from adapters.base import AdapterCapabilities, RuntimeAdapter, TurnInput, close_session, open_session
 from journal.errors import JournalError
-from journal.records import RunRecord
 from journal.redact import redact_text
-from journal.states import RunState
 from journal.store import Journal
 
 log = logging.getLogger(__name__)
@@ -274,22 +272,25 @@ class AcpAgent:
         """Replay the whole conversation, then answer (modes and config options): history comes first."""
         session = await self._reattach(parse(LoadSessionParams, params))
         assert self.journal is not None
-        await self.replay(session, self.journal.events(session.id))
+        await self.replay(session)
         return self._reopened(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         """What load sends but the history: the answer (modes and config options), then the commands."""
         return self._reopened(await self._reattach(parse(LoadSessionParams, params)))
 
-    async def replay(self, session: Session, records: AsyncIterable[Replayable]) -> None:
-        """Send `records` as updates, a run cut off ending with a notice. A run its dead owner
-        left `running` is settled first: a reload right after a crash says so (README)."""
+    async def replay(self, session: Session, *, run_id: str | None = None, seen: dict[str, int] | None = None) -> None:
+        """Send the session's history (or only its run `run_id`) as updates, a run cut off ending
+        with a notice; `seen` gets the last seq shown of each run. A run its dead owner left
+        `running` is settled first: a reload right after a crash says so (README)."""
         assert self.journal is not None
         await self.journal.recover_runs(session.id)
-        runs = {run.id: run for run in await self.journal.runs(session.id)}
         rich = haui_on(session.config, self.options.haui)  # the session's switch as it is now (README)
-        async for update in replay_updates(records, partial(_cut_off, runs), rich=rich):
-            await self.notify_update(session.id, update)
+        history = History(self.journal, self.peer, session.id, rich=rich, seen={} if seen is None else seen)
+        if run_id is None:
+            await history.send()
+        elif (run := await self.journal.get_run(run_id)) is not None and run.session_id == session.id:
+            await history.send_runs([run])
 
     def _reopened(self, session: Session) -> dict[str, Any]:
         """How load and resume end: the commands follow the answer, as after session/new."""
@@ -424,14 +425,6 @@ class AcpAgent:
                     FieldProblem(f"prompt.{index}.type", "is not supported"),
                     message=f"this agent does not accept {block['type']} content",
                 )
-
-
-def _cut_off(runs: dict[str, RunRecord], run_id: str) -> float | bool:
-    """False for a run that was not interrupted; else when it was found cut off (True: unknown)."""
-    run = runs.get(run_id)
-    if run is None or run.status != RunState.INTERRUPTED:
-        return False
-    return run.ended_at if run.ended_at is not None else True
 
 
 def _journal_failed(failed: ExceptionGroup[JournalError]) -> RpcError:

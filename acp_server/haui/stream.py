@@ -53,13 +53,22 @@ class ReplyFilter:
     """One reply's text: `feed` each delta and emit what it returns; `finish` at the reply's end."""
 
     def __init__(self) -> None:
-        self._line = ""  # the unfinished line
+        self._line: str = ""  # the unfinished line
         self._sent = 0  # how much of it was emitted already
         self._fence: _Fence | None = None
         self._gap = False  # a drawn block was emitted: a non-blank line after it needs a blank one
         self._last_blank = True  # the last emitted line was blank (or nothing was emitted yet)
 
     def feed(self, delta: str) -> str:
+        if self._sent and "\n" not in delta:
+            # More of a line already let through (most deltas): a line that went out as it came
+            # can no longer open a fence, or is in an ordinary one, so it goes on as it comes.
+            self._line += delta
+            self._sent += len(delta)
+            return delta
+        return self._lines(delta)
+
+    def _lines(self, delta: str) -> str:
         out: list[str] = []
         for piece in delta.splitlines(keepends=True):
             self._line += piece

@@ -202,14 +202,14 @@ class Peer:
                 log.warning("output closed by the other side: %s", exc)
                 self._write_failed = True
 
-    def _queue(self, message: Message) -> int:
-        data = encode(message)
+    def _queue(self, message: Message | bytes) -> int:
+        data = message if isinstance(message, bytes) else encode(message)
         self._outbox.append(data)
         self._outbox_bytes += len(data)
         self._has_data.set()
         return len(data)
 
-    async def _send(self, message: Message) -> None:
+    async def _send(self, message: Message | bytes) -> None:
         self._queue(message)
         while self._outbox_bytes > HIGH_WATER_BYTES and not self._write_failed:
             self._has_room.clear()
@@ -343,6 +343,10 @@ class Peer:
 
     async def notify(self, method: str, params: Message) -> None:
         await self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def notify_raw(self, method: str, params_json: str) -> None:
+        """`notify` with params already encoded as `encode` would (a replay cache keeps them so)."""
+        await self._send(f'{{"jsonrpc":"2.0","method":{_encode(method)},"params":{params_json}}}\n'.encode())
 
     async def request(self, method: str, params: Message, *, timeout: float | None = None) -> Any:
         """Send a request and wait for its result; withdraws it with `$/cancel_request` when

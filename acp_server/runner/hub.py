@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -28,7 +28,6 @@ from acp_server.rpc.peer import Peer
 from acp_server.runner.routes import Routes, current_cursor
 from adapters.base import RuntimeAdapter
 from adapters.events import Envelope
-from journal.records import EventRecord
 from journal.states import RunState
 from journal.store import Journal
 
@@ -173,13 +172,13 @@ class RunnerAgent(AcpAgent):
         """Replay the history (or only the turn running now), then, after the answer, the live
         rest: updates made meanwhile are held, and those the replay did not include follow the
         answer (each event exactly once)."""
-        routes, journal = self.hub.routes, self.hub.journal
+        routes = self.hub.routes
         routes.begin_load(session.id, self.peer)  # before the journal is read: a turn starting now is held
         seen: dict[str, int] = {}  # run id -> the last seq the replay showed
         try:
             run_id = None if history else await self._running_run(session.id)
             if history or run_id is not None:
-                await self.replay(session, _tracked(journal.events(session.id, run_id=run_id), seen))
+                await self.replay(session, run_id=run_id, seen=seen)
         except BaseException:
             routes.abort_load(session.id, self.peer)
             raise
@@ -194,9 +193,3 @@ class RunnerAgent(AcpAgent):
         runs = await self.hub.journal.runs(session_id)
         ours = [run.id for run in runs if run.status is RunState.RUNNING and run.owner_pid == os.getpid()]
         return ours[-1] if ours else None
-
-
-async def _tracked(records: AsyncIterator[EventRecord], seen: dict[str, int]) -> AsyncIterator[EventRecord]:
-    async for record in records:
-        seen[record.run_id] = record.seq
-        yield record

@@ -132,8 +132,50 @@ def _failure_notice(event: TurnFinished) -> dict[str, Any]:
     return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
 
 
-def _no_run() -> str | None:
-    return None  # typed as a run id, so the checker keeps the loop's comparison honest
+class RunReplay:
+    """One run's replay: `feed` it the run's events in order, then `end` it. What it shows
+    depends on the run alone (its events, how it ended, `rich`), never on the runs before it."""
+
+    def __init__(self, run_id: str, *, rich: bool) -> None:
+        self.run_id = run_id
+        self._merger = _TextMerger()
+        self._open_tools = OpenToolCalls()
+        self._terminals = _Terminals()
+        self._reply = RichReply(enabled=rich)
+
+    def feed(self, event: RuntimeEvent) -> list[dict[str, Any]]:
+        if type(event) is TextDelta:  # most events: text to merge, no tool call to track
+            shown = self._reply.text(event)
+            return self._merger.add(shown) if shown is not None else []
+        self._open_tools.add(event)
+        return [update for shown in self._reply.shown(event) for update in self._show(shown)]
+
+    def end(self, cut_off: float | bool | None) -> list[dict[str, Any]]:
+        """The rest of the run; `cut_off` is what `replay_updates`' `interrupted` says of it."""
+        updates = [update for held in self._reply.finish() for update in self._show(held)] + self._merger.flush()
+        closing = self._open_tools.close_all()
+        if cut_off is not False:
+            updates += [update for event in closing if (update := to_update(event)) is not None]
+            updates += interrupted_notice(self.run_id, None if cut_off is True else cut_off)
+        return updates
+
+    def _show(self, event: RuntimeEvent) -> list[dict[str, Any]]:
+        if isinstance(event, TextDelta | ThoughtDelta):
+            return self._merger.add(event)
+        updates = self._merger.flush()
+        if isinstance(event, PromptReceived):
+            updates += user_message_chunks(event)
+        elif isinstance(event, TurnFinished) and event.reason == "error":
+            updates.append(_failure_notice(event))
+        elif isinstance(event, LIVE_ONLY):
+            pass
+        elif isinstance(event, TerminalExited):
+            shown = self._terminals.exited(event)
+            if shown is not None and (update := to_update(shown)) is not None:
+                updates.append(update)
+        elif (update := to_update(self._terminals.rewrite(event))) is not None:
+            updates.append(update)
+        return updates
 
 
 async def replay_updates(
@@ -145,49 +187,15 @@ async def replay_updates(
     """`interrupted(run_id)` is False for a run that ended normally; otherwise the time it was
     found cut off (or True when unknown). `rich`: each run's text is shown with its HAUI fences
     drawn, through the same `RichReply` as live streaming."""
-    merger = _TextMerger()
-    open_tools = OpenToolCalls()
-    terminals = _Terminals()
-    reply = RichReply(enabled=rich)
-    run_id: str | None = None
-    run_id = _no_run()
-
-    def end_of_run(finished_run: str | None) -> list[dict[str, Any]]:
-        updates = [update for held in reply.finish() for update in show(held)] + merger.flush()
-        closing = open_tools.close_all()
-        cut_off = False if finished_run is None else interrupted(finished_run)
-        if finished_run is not None and cut_off is not False:
-            updates += [update for event in closing if (update := to_update(event)) is not None]
-            updates += interrupted_notice(finished_run, None if cut_off is True else cut_off)
-        return updates
-
-    def show(event: RuntimeEvent) -> list[dict[str, Any]]:
-        if isinstance(event, TextDelta | ThoughtDelta):
-            return merger.add(event)
-        updates = merger.flush()
-        if isinstance(event, PromptReceived):
-            updates += user_message_chunks(event)
-        elif isinstance(event, TurnFinished) and event.reason == "error":
-            updates.append(_failure_notice(event))
-        elif isinstance(event, LIVE_ONLY):
-            pass
-        elif isinstance(event, TerminalExited):
-            shown = terminals.exited(event)
-            if shown is not None and (update := to_update(shown)) is not None:
-                updates.append(update)
-        elif (update := to_update(terminals.rewrite(event))) is not None:
-            updates.append(update)
-        return updates
-
+    run: RunReplay | None = None
     async for record in records:
-        open_tools.add(record.event)
-        if record.run_id != run_id:
-            for update in end_of_run(run_id):
-                yield update
-            run_id, terminals = record.run_id, _Terminals()
-            reply = RichReply(enabled=rich)
-        for event in reply.shown(record.event):
-            for update in show(event):
-                yield update
-    for update in end_of_run(run_id):
-        yield update
+        if run is None or record.run_id != run.run_id:
+            if run is not None:
+                for update in run.end(interrupted(run.run_id)):
+                    yield update
+            run = RunReplay(record.run_id, rich=rich)
+        for update in run.feed(record.event):
+            yield update
+    if run is not None:
+        for update in run.end(interrupted(run.run_id)):
+            yield update

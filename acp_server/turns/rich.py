@@ -39,11 +39,20 @@ class RichReply:
         if self._filter is None:
             return [event]
         if isinstance(event, TextDelta):
-            text = self._filter.feed(event.text)
-            return [TextDelta(text)] if text else []
+            shown = self.text(event)
+            return [shown] if shown is not None else []
         if isinstance(event, TurnFinished):
             return [*self.finish(), event]
         return [event]
+
+    def text(self, delta: TextDelta) -> TextDelta | None:
+        """`shown` for a text delta (the replay's most common event): the delta to map, or None."""
+        if self._filter is None:
+            return delta
+        text = self._filter.feed(delta.text)
+        if text and text is delta.text:
+            return delta  # let through as it came (the filter's fast path): no new event
+        return TextDelta(text) if text else None
 
     def finish(self) -> list[RuntimeEvent]:
         """What is still held back (a fence the reply ended inside), drawn as it stands."""
