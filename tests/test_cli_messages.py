@@ -46,23 +46,26 @@ def acp(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[s
 
 def test_the_bare_server_started_at_a_terminal_says_how_to_try_it_on_stderr_and_serves_json(tmp_path):
     terminal, stdin = os.openpty()
+    server = subprocess.Popen(
+        [*ACP, "--agent", "echo", "--db", str(tmp_path / "j.db")],
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment(tmp_path),
+    )
+    os.close(stdin)
     try:
-        with subprocess.Popen(
-            [*ACP, "--agent", "echo", "--db", str(tmp_path / "j.db")],
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=environment(tmp_path),
-        ) as server:
-            os.close(stdin)
-            assert server.stdout is not None and server.stderr is not None
-            hint = read_until(server.stderr, b"\n").decode()
-            os.write(terminal, json.dumps(INIT).encode() + b"\n")
-            answer = json.loads(read_until(server.stdout, b"\n"))
-            os.write(terminal, b"\x04")  # Ctrl-D: the end of input
-            out, err = server.communicate(timeout=TIMEOUT)
+        assert server.stdout is not None and server.stderr is not None
+        hint = read_until(server.stderr, b"\n").decode()
+        os.write(terminal, json.dumps(INIT).encode() + b"\n")
+        answer = json.loads(read_until(server.stdout, b"\n"))
+        os.write(terminal, b"\x04")  # Ctrl-D: the end of input
+        out, err = server.communicate(timeout=TIMEOUT)
     finally:
         os.close(terminal)
+        if server.poll() is None:  # a failed step must not leave it waiting for input
+            server.kill()
+            server.communicate()
 
     assert hint == (
         "acp-server: serving ACP (JSON-RPC, one JSON object per line) on stdin/stdout, for an editor to start; "
