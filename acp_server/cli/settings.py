@@ -151,9 +151,9 @@ class HelpFormatter(argparse.HelpFormatter):
 def _agent_names() -> str:
     from adapters.registry import agent_specs
 
-    specs = agent_specs()
-    builtins = [spec.name for spec in specs if spec.origin == "built-in"]
-    installed = [spec.name for spec in specs if spec.origin != "built-in"]
+    specs = agent_specs()  # what ships with acp-server (built-ins, presets), then entry points
+    installed = [spec.name for spec in specs if spec.origin.startswith("entry point")]
+    builtins = [spec.name for spec in specs if spec.name not in installed]
     named = f"an installed agent ({', '.join(installed)})" if installed else "an installed agent's name"
     return f"a built-in ({', '.join(builtins)}), {named}"
 
@@ -162,7 +162,7 @@ def config_file_problem(environ: Mapping[str, str]) -> str | None:
     """Why the config file named by ACP_SERVER_CONFIG cannot be used, when it does not exist; the
     openai agent would take a missing file for an empty one (and reports a bad one itself)."""
     path = environ.get(CONFIG_ENV)
-    if not path or os.path.lexists(path):
+    if not path or os.path.exists(path):
         return None
     return f"{CONFIG_ENV} names the config file {path}, which does not exist; create it, or unset {CONFIG_ENV}"
 
