@@ -81,9 +81,19 @@ def _find(name: str) -> AgentSpec | None:
         return AgentSpec(name, BUILTINS[name], "built-in")
     spec = next((s for s in agent_specs() if s.name == name), None)
     if spec is None and ":" not in name:
-        known = ", ".join(known_agents())
-        raise ValueError(f"unknown agent {name!r}; known agents: {known} (or give module:factory)")
+        known = known_agents()
+        raise ValueError(
+            f"unknown agent {name!r}{_nearest(name, known)}; known agents: {', '.join(known)} (or give module:factory)"
+        )
     return spec
+
+
+def _nearest(name: str, known: tuple[str, ...]) -> str:
+    """` (did you mean 'openai'?)` for a near miss such as `opneai`, else nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 # --- importing -------------------------------------------------------------------------------

@@ -104,3 +104,38 @@ def test_doctor_shows_the_db_flag_given_before_it_and_after_it(tmp_path):
 def _db_row(output: str) -> list[str]:
     row = next(line for line in output.splitlines() if line.split()[:1] == ["db"])
     return row.split()[1:]
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_base_url_points_the_openai_agent_at_an_endpoint_over_openai_base_url(tmp_path, how):
+    from fake_openai import FakeOpenAI, reply
+
+    with FakeOpenAI(models=["fake-model"]) as fake:
+        fake.script(reply("Hello from the endpoint."))
+        given = ["--base-url", fake.base_url] if how == "flag" else []
+        done = acp(
+            "prompt",
+            "--agent",
+            "openai",
+            *given,
+            "hello",
+            cwd=tmp_path,
+            XDG_CONFIG_HOME=str(tmp_path / "config"),
+            OPENAI_API_KEY="sk-test-not-a-real-key-000000",
+            OPENAI_BASE_URL="http://127.0.0.1:9/v1",  # loses: nothing listens there
+            **({"ACP_SERVER_BASE_URL": fake.base_url} if how == "environment" else {}),
+        )
+        assert (done.returncode, done.stdout) == (0, "Hello from the endpoint.\n"), done.stderr
+        assert [chat["model"] for chat in fake.chats] == ["fake-model"]
+
+
+def test_every_server_option_and_its_variable_are_in_the_readmes_option_table():
+    from acp_server.cli.settings import SERVER_OPTIONS, env_name
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Server options", 1)[1].split("\n### ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("| `")]
+    rows = {line.split("`")[1].split()[0]: line for line in table}
+    assert sorted(rows) == sorted(flag for flag, _spec in SERVER_OPTIONS)
+    for flag, _spec in SERVER_OPTIONS:
+        assert f"| `{env_name(flag)}` |" in rows[flag], rows[flag]

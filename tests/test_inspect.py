@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
+from datetime import datetime
 
 import pytest
 
@@ -35,6 +38,7 @@ def acp(*args: str, cwd) -> subprocess.CompletedProcess[str]:
         timeout=60,
         cwd=cwd,
         stdin=subprocess.DEVNULL,
+        env={**os.environ, "TZ": "UTC"},
     )
 
 
@@ -101,3 +105,149 @@ def test_an_unknown_session_or_run_is_a_clear_error(tmp_path):
         assert "no session 'sess_missing'" in done.stderr
     done = acp("events", "run_missing", "--db", db, cwd=tmp_path)
     assert done.returncode == 1 and "no run 'run_missing'" in done.stderr
+
+
+# --- a newcomer's journal commands ---------------------------------------------------------
+
+# The envelope the README's durability policy promises for every event, in `events` and `export`.
+ENVELOPE = ["event_id", "seq", "run_id", "session_id", "type", "created_at", "terminal", "payload"]
+
+
+@pytest.fixture(scope="module")
+def two_sessions(tmp_path_factory):
+    """A journal of a scripted session, then a later echo one: (db, their cwd, older id, newer id).
+    Shared by the tests below, which only read it."""
+    here = tmp_path_factory.mktemp("two-sessions")
+    script = here / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    db = str(here / "journal.db")
+    for agent in (["--agent", "scripted", "--script", str(script), "check the api"], ["--agent", "echo", "second one"]):
+        done = acp("prompt", *agent, "--db", db, cwd=here)
+        assert done.returncode == 0, done.stderr
+    newer, older = (
+        json.loads(line)["sessionId"] for line in acp("sessions", "--db", db, "--json", cwd=here).stdout.splitlines()
+    )
+    return db, here, older, newer
+
+
+def test_sessions_prints_a_header_then_the_agent_the_last_runs_outcome_and_the_time(two_sessions):
+    db, here, older, newer = two_sessions
+    lines = acp("sessions", "--db", db, cwd=here).stdout.splitlines()
+    listed = {
+        json.loads(line)["sessionId"]: json.loads(line)
+        for line in acp("sessions", "--db", db, "--json", cwd=here).stdout.splitlines()
+    }
+
+    def local_time(session_id: str) -> str:  # TZ=UTC for the commands
+        stamp = datetime.fromisoformat(listed[session_id]["updatedAt"].replace("Z", "+00:00")).timestamp()
+        return time.strftime("%Y-%m-%d %H:%M", time.gmtime(stamp))
+
+    assert lines[0].split() == ["SESSION", "UPDATED", "AGENT", "LAST", "RUN", "TITLE", "[CWD]"]
+    assert lines[1].split() == [
+        newer,
+        *local_time(newer).split(),
+        "echo",
+        "completed",
+        "second",
+        "one",
+        f"[{here}]",
+    ]
+    assert lines[2].split()[:6] == [older, *local_time(older).split(), "scripted", "completed", "check"]
+    assert len(lines) == 3
+    assert [entry["lastRun"] for entry in listed.values()] == ["completed", "completed"]
+
+
+def test_sessions_on_an_empty_journal_prints_nothing_and_says_so_on_stderr(tmp_path):
+    db = str(tmp_path / "empty.db")
+    done = acp("sessions", "--db", db, cwd=tmp_path)
+
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr == f"no sessions in the journal {db}\n"
+
+
+@pytest.mark.parametrize("command", ["show", "runs", "export"])
+def test_show_runs_and_export_take_any_unique_prefix_of_a_session_id(two_sessions, command):
+    db, here, older, _newer = two_sessions
+    full = acp(command, older, "--db", db, cwd=here)
+    assert full.returncode == 0, full.stderr
+    for prefix in (older[:12], older.removeprefix("sess_")[:6]):
+        done = acp(command, prefix, "--db", db, cwd=here)
+        assert (done.returncode, done.stdout) == (0, full.stdout), f"{command} {prefix}: {done.stderr}"
+
+
+@pytest.mark.parametrize("command", ["show", "runs", "export"])
+def test_a_prefix_of_several_sessions_is_one_line_naming_them(two_sessions, command):
+    db, here, older, newer = two_sessions
+    done = acp(command, "sess_", "--db", db, cwd=here)
+
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"error: 'sess_' is the start of 2 sessions: {newer}, {older}; give more of the id\n"
+
+
+@pytest.mark.parametrize("command", ["show", "runs", "export"])
+def test_a_session_nothing_matches_is_one_line_naming_the_journal_file(two_sessions, command):
+    db, here, _older, _newer = two_sessions
+    done = acp(command, "sess_nothing", "--db", db, cwd=here)
+
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"error: no session 'sess_nothing' in the journal {db} (acp-server sessions lists them)\n"
+
+
+def test_runs_without_a_session_shows_the_latest_session(two_sessions):
+    db, here, _older, newer = two_sessions
+    latest = acp("runs", "--db", db, cwd=here)
+
+    assert latest.returncode == 0, latest.stderr
+    assert latest.stdout == acp("runs", newer, "--db", db, cwd=here).stdout
+    assert latest.stderr == f"runs of the latest session, {newer} (second one)\n"
+    assert acp("runs", "--db", str(here / "empty.db"), cwd=here).stderr.startswith("error: no sessions in")
+
+
+def test_export_writes_the_session_its_runs_and_every_event_envelope_as_the_readme_says(two_sessions):
+    db, here, older, _newer = two_sessions
+    done = acp("export", older, "--db", db, cwd=here)  # JSON without --json too
+    document = json.loads(done.stdout)
+    events = [
+        json.loads(line)
+        for line in acp("events", document["runs"][0]["id"], "--db", db, "--json", cwd=here).stdout.splitlines()
+    ]
+
+    assert list(document) == ["session", "runs", "events"]
+    assert document["session"]["id"] == older and document["session"]["title"] == "check the api"
+    assert document["session"]["adapter"] == "scripted"
+    (run,) = document["runs"]
+    assert (run["index"], run["status"], run["stopReason"]) == (0, "completed", "end_turn")
+    assert all(list(event) == ENVELOPE for event in document["events"])
+    assert document["events"] == events
+    assert json.loads(acp("export", older, "--db", db, "--json", cwd=here).stdout) == document
+
+
+@pytest.mark.parametrize("command", ["sessions", "show", "runs", "events", "export"])
+def test_a_reader_that_goes_away_ends_a_journal_command_quietly(two_sessions, command):
+    db, here, older, _newer = two_sessions
+    run_id = json.loads(acp("export", older, "--db", db, cwd=here).stdout)["runs"][0]["id"]
+    words = {"sessions": [], "show": [older], "runs": [older], "events": [run_id], "export": [older]}[command]
+    reader, writer = os.pipe()
+    os.close(reader)  # gone before the command writes anything: its first write is a broken pipe
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "acp_server", command, *words, "--db", db],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        os.close(writer)
+
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_sessions_piped_into_head_prints_the_header_and_no_traceback(two_sessions):
+    db, _here, _older, _newer = two_sessions
+    command = f"{sys.executable} -m acp_server sessions --db {db} | head -1"
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, timeout=60)
+
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.split()[:2] == ["SESSION", "UPDATED"]

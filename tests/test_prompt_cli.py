@@ -168,6 +168,7 @@ def test_allow_lets_the_agent_write_the_file_and_shows_the_diff(tmp_path: Path) 
 
     assert result.returncode == 0, result.stderr
     assert target.read_text(encoding="utf-8") == "new\n"
+    assert "Permission requested: Edit a.txt (edit): allowed by --allow\n" in result.stderr
     assert "[tool] Edit a.txt -> completed\n" in result.stdout
     assert f"    --- {target}\n    +++ {target}\n    @@ -1 +1 @@\n    -old\n    +new\n" in result.stdout
 
@@ -179,18 +180,23 @@ def test_deny_leaves_the_file_untouched_and_the_tool_fails(tmp_path: Path) -> No
 
     assert result.returncode == 0, result.stderr
     assert target.read_text(encoding="utf-8") == "old\n"
+    assert "Permission requested: Edit a.txt (edit): rejected by --deny\n" in result.stderr
     assert "[tool] Edit a.txt -> failed\n    Permission denied by the user\n" in result.stdout
 
 
-def test_without_a_terminal_a_permission_request_is_rejected_and_said_so(tmp_path: Path) -> None:
+def test_without_a_terminal_or_a_flag_the_tool_fails_as_nobody_could_be_asked_not_as_the_users_no(
+    tmp_path: Path,
+) -> None:
     target = tmp_path / "a.txt"
     target.write_text("old\n", encoding="utf-8")
     result = scripted(tmp_path, EDIT_A)
 
+    nobody = "nobody could be asked: acp-server prompt has no terminal; run it with --allow or --deny"
     assert result.returncode == 0, result.stderr
     assert target.read_text(encoding="utf-8") == "old\n"
-    assert "no terminal to ask on" in result.stderr
-    assert "[tool] Edit a.txt -> failed\n" in result.stdout
+    assert f"Permission requested: Edit a.txt (edit): {nobody}\n" in result.stderr
+    assert f"[tool] Edit a.txt -> failed\n    Denied: the editor refused to ask ({nobody})\n" in result.stdout
+    assert "by the user" not in result.stdout
 
 
 def test_without_allow_or_deny_the_question_is_asked_on_the_terminal(tmp_path: Path) -> None:

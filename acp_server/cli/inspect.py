@@ -2,15 +2,19 @@
 
 Each command opens the same database the server uses (safe while servers are serving: SQLite
 WAL readers never block writers) and prints a table, a transcript rendered exactly as a
-loading editor would see it, or the raw event envelopes as JSON lines for other tools.
+loading editor would see it, or the raw event envelopes as JSON lines for other tools. A
+session is named by its id or any unique prefix of it; a reader that stops early (`| head`)
+ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from acp_server.cli.display import Display
@@ -18,10 +22,22 @@ from acp_server.cli.settings import add_server_options
 from acp_server.turns.replay import iso, replay_updates
 
 if TYPE_CHECKING:  # the journal is imported when a command runs, not when the CLI parses
-    from journal.records import EventRecord
+    from journal.records import EventRecord, SessionRecord
     from journal.store import Journal
 
 EXIT_NOT_FOUND = 1
+# The reader took what it wanted: not a failure of the command (as `show`, whose display
+# discards what is left, and so `set -o pipefail` scripts go on).
+EXIT_READER_GONE = 0
+SESSION_ID_PREFIX = "sess_"  # may be left out of a prefix
+CANDIDATES_SHOWN = 5  # of an ambiguous prefix's matches
+PAGE = 200
+SESSIONS_HEADER = ("SESSION", "UPDATED", "AGENT", "LAST RUN", "TITLE [CWD]")
+SESSIONS_ROW = "{:<37}  {:<16}  {:<10}  {:<17}  {}"
+
+
+class NotFoundError(Exception):
+    """No session or run answers to what the user typed; the message says so in one line."""
 
 
 def add_commands(commands: Any) -> None:
@@ -32,17 +48,19 @@ def add_commands(commands: Any) -> None:
         add_server_options(parser, defaults=False)
         return parser
 
+    session = "a session id, or any unique prefix of one (with or without sess_)"
     listing = command("sessions", "list stored sessions, newest first")
     listing.add_argument("--cwd", help="only sessions of this working directory")
     listing.add_argument("--json", action="store_true", help="one JSON object per session")
-    command("show", "print a session's transcript as an editor would show it").add_argument("session")
-    command("runs", "list a session's runs (turns) and how each ended").add_argument("session")
+    command("show", "print a session's transcript as an editor would show it").add_argument("session", help=session)
+    runs = command("runs", "list a session's runs (turns) and how each ended")
+    runs.add_argument("session", nargs="?", help=f"{session} (default: the latest session)")
     events = command("events", "print a run's raw event envelopes")
     events.add_argument("run")
     events.add_argument("--after", type=int, default=None, help="only events after this seq")
     events.add_argument("--json", action="store_true", help="JSON lines (the default is a compact table)")
     export = command("export", "print a whole session (metadata, runs, events) as one JSON document")
-    export.add_argument("session")
+    export.add_argument("session", help=session)
     export.add_argument("--json", action="store_true", default=True, help="JSON output (the only format)")
 
 
@@ -63,57 +81,122 @@ def run_inspect_command(args: argparse.Namespace) -> int:
         journal = await Journal.open(args.db or default_path())
         try:
             return await commands[args.command](journal, args)
+        except NotFoundError as exc:
+            _warn(f"error: {exc}")
+            return EXIT_NOT_FOUND
         finally:
             await journal.close()
 
-    return anyio.run(main)
+    try:
+        status = anyio.run(main)
+        sys.stdout.flush()  # here, not at exit: the reader may be gone before the last buffered line
+    except BrokenPipeError:
+        # Whatever is still buffered goes nowhere, so exiting does not fail on it again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_READER_GONE
+    return status
+
+
+# --- finding what the user named -----------------------------------------------------------
+
+
+async def _session(journal: Journal, ident: str | None) -> SessionRecord:
+    """The session `ident` names: its id, or a unique prefix of it; the latest one for None."""
+    if ident is None:
+        page, _ = await journal.list_sessions(limit=1)
+        if not page:
+            raise NotFoundError(f"no sessions in the journal {_shown(journal)}")
+        return page[0]
+    exact = await journal.get_session(ident)
+    if exact is not None:
+        return exact
+    matches = [record async for record in _sessions_starting(journal, ident)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise NotFoundError(f"no session {ident!r} in the journal {_shown(journal)} (acp-server sessions lists them)")
+    shown = ", ".join(record.id for record in matches[:CANDIDATES_SHOWN])
+    more = f" and {len(matches) - CANDIDATES_SHOWN} more" if len(matches) > CANDIDATES_SHOWN else ""
+    raise NotFoundError(f"{ident!r} is the start of {len(matches)} sessions: {shown}{more}; give more of the id")
+
+
+async def _sessions_starting(journal: Journal, prefix: str) -> AsyncIterator[SessionRecord]:
+    cursor = None
+    while True:
+        page, cursor = await journal.list_sessions(cursor=cursor, limit=PAGE)
+        for record in page:
+            if record.id.startswith(prefix) or record.id.removeprefix(SESSION_ID_PREFIX).startswith(prefix):
+                yield record
+        if cursor is None:
+            return
+
+
+def _shown(journal: Journal) -> str:
+    return os.path.abspath(journal.path)
+
+
+# --- the commands --------------------------------------------------------------------------
 
 
 async def _sessions(journal: Journal, args: argparse.Namespace) -> int:
-    cursor = None
+    cursor, listed = None, 0
     while True:
-        page, cursor = await journal.list_sessions(cwd=args.cwd, cursor=cursor, limit=200)
+        page, cursor = await journal.list_sessions(cwd=args.cwd, cursor=cursor, limit=PAGE)
         for record in page:
+            runs = await journal.runs(record.id)
+            last_run = runs[-1].status.value if runs else None
             if args.json:
-                print(
-                    json.dumps(
-                        {
-                            "sessionId": record.id,
-                            "cwd": record.cwd,
-                            "title": record.title,
-                            "updatedAt": iso(record.updated_at),
-                            "adapter": record.adapter,
-                        }
-                    )
-                )
+                print(json.dumps(_session_summary(record, last_run)))
             else:
-                print(f"{record.id}  {iso(record.updated_at)[:19]}  {record.title or '(untitled)'}  [{record.cwd}]")
+                if not listed:
+                    print(SESSIONS_ROW.format(*SESSIONS_HEADER))
+                updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.updated_at))
+                titled = f"{record.title or '(untitled)'}  [{record.cwd}]"
+                print(SESSIONS_ROW.format(record.id, updated, record.adapter, last_run or "-", titled))
+            listed += 1
         if cursor is None:
-            return 0
+            break
+    if not listed:
+        where = f" of {args.cwd}" if args.cwd else ""
+        _warn(f"no sessions{where} in the journal {_shown(journal)}")
+    return 0
+
+
+def _session_summary(record: SessionRecord, last_run: str | None) -> dict[str, Any]:
+    return {
+        "sessionId": record.id,
+        "cwd": record.cwd,
+        "title": record.title,
+        "updatedAt": iso(record.updated_at),
+        "adapter": record.adapter,
+        "lastRun": last_run,
+    }
 
 
 async def _show(journal: Journal, args: argparse.Namespace) -> int:
     from journal.states import RunState
 
-    if await journal.get_session(args.session) is None:
-        return _not_found("session", args.session)
-    runs = {run.id: run for run in await journal.runs(args.session)}
+    session = await _session(journal, args.session)
+    runs = {run.id: run for run in await journal.runs(session.id)}
 
     def interrupted(run_id: str) -> float | bool:
         run = runs.get(run_id)
         return False if run is None or run.status != RunState.INTERRUPTED else (run.ended_at or True)
 
     display = Display(sys.stdout, raw=False, color=sys.stdout.isatty())
-    async for update in replay_updates(journal.events(args.session), interrupted):
-        display.show({"sessionId": args.session, "update": update})
+    async for update in replay_updates(journal.events(session.id), interrupted):
+        display.show({"sessionId": session.id, "update": update})
     display.finish()
     return 0
 
 
 async def _runs(journal: Journal, args: argparse.Namespace) -> int:
-    if await journal.get_session(args.session) is None:
-        return _not_found("session", args.session)
-    for run in await journal.runs(args.session):
+    session = await _session(journal, args.session)
+    if args.session is None:
+        _warn(f"runs of the latest session, {session.id} ({session.title or 'untitled'})")
+    for run in await journal.runs(session.id):
         ended = iso(run.ended_at)[:19] if run.ended_at else "-"
         detail = f"  {run.error}" if run.error else ""
         print(
@@ -125,7 +208,8 @@ async def _runs(journal: Journal, args: argparse.Namespace) -> int:
 
 async def _events(journal: Journal, args: argparse.Namespace) -> int:
     if await journal.get_run(args.run) is None:
-        return _not_found("run", args.run)
+        where = f"in the journal {_shown(journal)} (acp-server runs SESSION lists them)"
+        raise NotFoundError(f"no run {args.run!r} {where}")
     async for record in journal.events(run_id=args.run, after=args.after):
         if args.json:
             print(json.dumps(_envelope(record), ensure_ascii=False))
@@ -138,9 +222,7 @@ async def _events(journal: Journal, args: argparse.Namespace) -> int:
 
 
 async def _export(journal: Journal, args: argparse.Namespace) -> int:
-    session = await journal.get_session(args.session)
-    if session is None:
-        return _not_found("session", args.session)
+    session = await _session(journal, args.session)
     document = {
         "session": {
             "id": session.id,
@@ -162,9 +244,9 @@ async def _export(journal: Journal, args: argparse.Namespace) -> int:
                 "startedAt": iso(run.started_at),
                 "endedAt": iso(run.ended_at) if run.ended_at else None,
             }
-            for run in await journal.runs(args.session)
+            for run in await journal.runs(session.id)
         ],
-        "events": [_envelope(record) async for record in journal.events(args.session)],
+        "events": [_envelope(record) async for record in journal.events(session.id)],
     }
     json.dump(document, sys.stdout, ensure_ascii=False, indent=2)
     print()
@@ -184,6 +266,5 @@ def _envelope(record: EventRecord) -> dict[str, Any]:
     }
 
 
-def _not_found(what: str, ident: str) -> int:
-    print(f"error: no {what} {ident!r} in this journal", file=sys.stderr)
-    return EXIT_NOT_FOUND
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)

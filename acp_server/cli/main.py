@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from acp_server.cli.settings import add_server_options, agent_settings
+from acp_server.cli.settings import add_server_options, agent_settings, config_file_problem
 
 if TYPE_CHECKING:
     from acp_server.acp.prompting import AgentOptions
@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 OWN_LOGGERS = ("acp_server", "adapters", "journal")
 ALL_LIBRARIES = frozenset({"all", "1", "true", "yes"})
 EXIT_JOURNAL = 2  # the journal cannot be used: the message says which file, why and what to do
+EXIT_USAGE = 2  # as argparse exits on a bad option
+AGENT_COMMANDS = (None, "prompt", "doctor")  # the commands that build an agent (None: serving)
+TERMINAL_HINT = (
+    "acp-server: serving ACP (JSON-RPC, one JSON object per line) on stdin/stdout, for an editor to start; "
+    'to try it from a terminal, run acp-server prompt "hello" with the same options (Ctrl-D quits)'
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,6 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(args.log_level, args.log_file, libraries=args.log_libraries, agent=args.agent)
     except (ValueError, OSError) as exc:
         parser.error(f"--log-level/--log-file: {exc}")
+    problem = config_file_problem(os.environ) if args.command in AGENT_COMMANDS else None
+    if problem is not None:
+        print(f"acp-server: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         return _command(args, parser, argv)
     except Exception as exc:
@@ -142,6 +152,7 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from acp_server.cli.runner import run_front, runner_on
 
     if runner_on(args):
+        _hint_at_a_terminal()
         return run_front(args, parser)  # a thin front: the runner builds the agent
     import anyio
 
@@ -150,6 +161,7 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     adapter, options = _build(args, parser)
     trace = _open_trace(args.trace, parser)
+    _hint_at_a_terminal()
 
     async def serve() -> None:
         from journal.store import Journal, default_path
@@ -167,6 +179,11 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if trace is not None:
             trace.close()
     return 0
+
+
+def _hint_at_a_terminal() -> None:
+    if sys.stdin.isatty():  # a person started the bare server (editors give it a pipe): say what it waits for
+        print(TERMINAL_HINT, file=sys.stderr, flush=True)
 
 
 def _build(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[RuntimeAdapter, AgentOptions]:

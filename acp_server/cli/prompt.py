@@ -58,6 +58,7 @@ STOP_REASONS: dict[str, tuple[int, str | None]] = {
     "cancelled": (EXIT_INTERRUPTED, "the turn was cancelled"),
 }
 CANCELLED_OUTCOME = {"outcome": {"outcome": "cancelled"}}
+NOBODY_TO_ASK = "nobody could be asked: acp-server prompt has no terminal; run it with --allow or --deny"
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 A = TypeVar("A", bound=WireModel)
@@ -247,11 +248,14 @@ class PromptClient:
         return {"outcome": {"outcome": "selected", "optionId": choice}}
 
     async def _choose(self, tool: dict[str, Any], options: list[PermissionOption]) -> str | None:
-        title = self._display.tool_title(tool)
-        if self._args.allow:
-            return _pick(options, "allow_once", title)
-        if self._args.deny:
-            return _pick(options, "reject_once", title)
+        title, kind = self._display.tool_title(tool), str(tool.get("kind") or "other")
+        if self._args.allow or self._args.deny:
+            # Answered by the flag, but still shown: what was allowed should never go unseen.
+            choice = _pick(options, "allow_once" if self._args.allow else "reject_once", title)
+            if choice is not None:
+                self._display.finish()
+                _warn(f"{_question(title, kind)}: {'allowed by --allow' if self._args.allow else 'rejected by --deny'}")
+            return choice
         if not options:
             _warn(f"permission for {title!r}: the server offered no options; cancelling")
             return None
@@ -261,17 +265,23 @@ class PromptClient:
             if self._terminal is None:
                 self._terminal = Terminal.open()
             if self._terminal is None:
-                _warn(f"permission for {title!r}: no terminal to ask on, so it is rejected (use --allow or --deny)")
-                return _pick(options, "reject_once", title)
+                self._display.finish()
+                _warn(f"{_question(title, kind)}: {NOBODY_TO_ASK}")
+                # An error answer, not "reject": the tool's result must not say the user refused.
+                raise RpcError(INTERNAL_ERROR, NOBODY_TO_ASK)
             self._display.finish()
             with anyio.CancelScope() as scope:
                 self._asks.add(scope)
                 try:
-                    return await self._terminal.ask(title, str(tool.get("kind") or "other"), options)
+                    return await self._terminal.ask(title, kind, options)
                 finally:
                     self._asks.discard(scope)
             self._terminal.write("(cancelled)\n")
             return None
+
+
+def _question(title: str, kind: str) -> str:
+    return f"Permission requested: {title} ({kind})"
 
 
 def _pick(options: list[PermissionOption], kind: str, title: str) -> str | None:
@@ -398,7 +408,7 @@ class Terminal:
     async def ask(self, title: str, kind: str, options: list[PermissionOption]) -> str | None:
         """The chosen optionId; None when the terminal reached end of input."""
         menu = "".join(f"  {n}) {o.name or o.option_id}\n" for n, o in enumerate(options, 1))
-        self.write(f"Permission requested: {title} ({kind})\n{menu}")
+        self.write(f"{_question(title, kind)}\n{menu}")
         while True:
             self.write(f"Choose 1-{len(options)}: ")
             answer = await self._read_line()

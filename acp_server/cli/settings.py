@@ -1,6 +1,6 @@
 """The server's option table, shared by `acp-server` itself, `prompt` (which starts a server) and
 `doctor` (which shows where each setting came from). A flag wins over its `ACP_SERVER_*`
-environment variable.
+environment variable. Help names the agents the registry knows, looked up only when shown.
 """
 
 from __future__ import annotations
@@ -10,9 +10,17 @@ import os
 from typing import TYPE_CHECKING
 
 ENV_PREFIX = "ACP_SERVER_"
+CONFIG_ENV = "ACP_SERVER_CONFIG"  # the config file's path (adapters/openai/config.py reads it)
+AGENT_NAMES = "{agent names}"  # filled in by HelpFormatter: parsing never imports the registry
+SOURCES = (
+    "The openai agent's endpoint is --base-url, else OPENAI_BASE_URL, else base_url in the config file; "
+    f"its key is OPENAI_API_KEY, else api_key there. The config file (an [openai] table) is ${CONFIG_ENV}, "
+    "else ~/.config/acp-server/config.toml (in $XDG_CONFIG_HOME when set). "
+    "`acp-server doctor` shows each setting in effect and where it came from."
+)
 
 if TYPE_CHECKING:  # for the checker only: `--help` does not pay for building the class
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import Any, Required, TypedDict
 
     class OptionSpec(TypedDict, total=False):
@@ -29,8 +37,7 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
     (
         "--agent",
         {
-            "help": "agent to serve: a built-in (openai, echo, scripted, python), an installed agent's name, "
-            "or module:factory (default: openai)",
+            "help": f"agent to serve: {AGENT_NAMES}, or module:factory (default: openai)",
             "default": "openai",
         },
     ),
@@ -39,6 +46,13 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
         {
             "help": "model for the openai agent (default: from the environment, the config file, or the "
             "endpoint's first model)"
+        },
+    ),
+    (
+        "--base-url",
+        {
+            "help": "the openai agent's endpoint, an OpenAI-compatible URL such as http://localhost:11434/v1 "
+            "(default: OPENAI_BASE_URL, else base_url in the config file, else OpenAI's)"
         },
     ),
     (
@@ -126,13 +140,42 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
 ]
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Names the registered agents where a help text says AGENT_NAMES."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        return text.replace(AGENT_NAMES, _agent_names()) if text and AGENT_NAMES in text else text
+
+
+def _agent_names() -> str:
+    from adapters.registry import agent_specs
+
+    specs = agent_specs()  # what ships with acp-server (built-ins, presets), then entry points
+    installed = [spec.name for spec in specs if spec.origin.startswith("entry point")]
+    builtins = [spec.name for spec in specs if spec.name not in installed]
+    named = f"an installed agent ({', '.join(installed)})" if installed else "an installed agent's name"
+    return f"a built-in ({', '.join(builtins)}), {named}"
+
+
+def config_file_problem(environ: Mapping[str, str]) -> str | None:
+    """Why the config file named by ACP_SERVER_CONFIG cannot be used, when it does not exist; the
+    openai agent would take a missing file for an empty one (and reports a bad one itself)."""
+    path = environ.get(CONFIG_ENV)
+    if not path or os.path.exists(path):
+        return None
+    return f"{CONFIG_ENV} names the config file {path}, which does not exist; create it, or unset {CONFIG_ENV}"
+
+
 def env_name(flag: str) -> str:
     return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
 
 
 def add_server_options(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
-    """Without `defaults`, an option left out keeps the value given before the subcommand."""
-    group = parser.add_argument_group("server options (each also settable as ACP_SERVER_<NAME>)")
+    """Without `defaults`, an option left out keeps the value given before the subcommand.
+    The parser's help gets the agents' names (`HelpFormatter`) and where the endpoint comes from."""
+    parser.formatter_class = HelpFormatter
+    group = parser.add_argument_group("server options (each also settable as ACP_SERVER_<NAME>)", SOURCES)
     for flag, spec in SERVER_OPTIONS:
         spec = spec.copy()
         env = os.environ.get(env_name(flag))
@@ -156,4 +199,4 @@ def server_args(args: argparse.Namespace) -> list[str]:
 
 def agent_settings(args: argparse.Namespace) -> dict[str, object]:
     """The server options an agent's factory may take (unset ones are left out by the registry)."""
-    return {"script": args.script, "model": args.model}
+    return {"script": args.script, "model": args.model, "base_url": args.base_url}
