@@ -274,6 +274,16 @@ class SessionControls:
 
 
 @runtime_checkable
+class OffersControls(Protocol):
+    """An adapter that offers sessions controls of their own (see `SessionControls`). Each
+    call blocks (the adapter may ask its agent): the server calls them in worker threads."""
+
+    def session_controls(self, ready: TurnInput) -> SessionControls: ...
+    def set_session_mode(self, session_id: str, mode_id: str) -> SessionControls: ...
+    def set_session_option(self, session_id: str, option_id: str, value: str) -> SessionControls: ...
+
+
+@runtime_checkable
 class ControlNotes(Protocol):
     """The notes of a session whose controls an adapter offers: it tells changes through them."""
 
@@ -342,16 +352,6 @@ def close_session(adapter: RuntimeAdapter, session_id: str) -> None:
     hook = getattr(adapter, "close_session", None)
     if callable(hook):
         hook(session_id)
-
-
-def session_controls(adapter: RuntimeAdapter, ready: TurnInput) -> SessionControls | None:
-    """The controls the adapter offers the session `ready` names (None: none of its own);
-    adapters opt in by defining `session_controls(ready)`. Blocking: call it off the loop."""
-    hook = getattr(adapter, "session_controls", None)
-    if not callable(hook):
-        return None
-    controls = hook(ready)
-    return controls if isinstance(controls, SessionControls) else None
 
 
 def health_of(adapter: RuntimeAdapter) -> Health:

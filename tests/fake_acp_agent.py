@@ -69,6 +69,8 @@ class Agent:
         self.next_id = 1000
         self.answers: dict[int, threading.Event] = {}
         self.results: dict[int, Any] = {}
+        self.replayed = threading.Event()
+        self.replayed.set()
 
     def send(self, message: dict[str, Any]) -> None:
         with self.lock:
@@ -147,6 +149,7 @@ class Agent:
             return
         cancel = self.cancels.setdefault(sid, threading.Event())
         cancel.clear()
+        self.replayed.wait(10)
         remembered = ", ".join(self.sessions.get(sid, [])) or "nothing"
         self.notify(
             sid,
@@ -244,7 +247,14 @@ class Agent:
                 result["sessionId"], {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS}
             )
         if method == "session/load" and self.args.late_replay:
-            self.replay(params["sessionId"])
+            # As Gemini does: most of the replay comes after the answer, a little later. A prompt
+            # waits until it is out, so a client that does not wait for it sees it in the turn.
+            self.replayed.clear()
+            threading.Timer(0.1, self.late_replay, args=(params["sessionId"],)).start()
+
+    def late_replay(self, sid: str) -> None:
+        self.replay(sid)
+        self.replayed.set()
 
 
 class Failure(Exception):

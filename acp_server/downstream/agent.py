@@ -146,7 +146,7 @@ class Downstream:
         theirs = _object(answer).get("sessionId")
         if not isinstance(theirs, str) or not theirs:
             raise AgentError("the agent answered session/new without a session id")
-        self._attach(client, session, theirs, answer)
+        await self._attach(client, session, theirs, answer)
 
     async def _restore(self, client: AgentClient, session: AgentSession, theirs: str, ready: TurnInput) -> bool:
         """Bring the agent's session back (its replay goes nowhere); False when it cannot."""
@@ -168,17 +168,18 @@ class Downstream:
         if not isinstance(answer, dict):  # Hermes answers a load of a session it lost with null
             client.routes.pop(theirs, None)
             return False
-        self._attach(client, session, theirs, answer)
+        await self._attach(client, session, theirs, answer)
         if method == methods.SESSION_LOAD and self.quirks.has("replay_after_load"):
             await _quiet(session)
         return True
 
-    def _attach(self, client: AgentClient, session: AgentSession, theirs: str, answer: Any) -> None:
+    async def _attach(self, client: AgentClient, session: AgentSession, theirs: str, answer: Any) -> None:
         if session.theirs is not None and session.theirs != theirs:
             client.routes.pop(session.theirs, None)
         session.theirs, session.generation, session.agent = theirs, self._generation, _name(client)
         session.controls = wire_controls.from_answer(answer, session.controls)
-        client.routes.setdefault(theirs, SessionRoute(session))
+        if theirs not in client.routes:
+            await client.route(theirs, SessionRoute(session))
 
     def _setup(self, client: AgentClient, session: AgentSession, ready: TurnInput) -> Json:
         params: Json = {"cwd": session.cwd, "mcpServers": [_server(s) for s in ready.mcp_servers]}

@@ -41,6 +41,10 @@ ASKS = (
     methods.ELICITATION_CREATE,
 )
 CANCELLED_PERMISSION = {"outcome": {"outcome": "cancelled"}}
+# What an agent sends about a session that is not routed yet, kept until it is (a few of them).
+EARLY_UPDATES = frozenset({"available_commands_update", "current_mode_update", "config_option_update"})
+EARLY_SESSIONS = 16
+EARLY_UPDATES_KEPT = 16
 
 Json = dict[str, Any]
 
@@ -101,6 +105,7 @@ class AgentClient:
         self.label = label
         self.peer = Peer()
         self.routes: dict[str, Route] = {}
+        self._early: dict[str, list[Json]] = {}  # updates of sessions not routed yet
         self.info: AgentInfo | None = None
         self.closed = anyio.Event()
 
@@ -139,13 +144,26 @@ class AgentClient:
         table |= {method: self._asker(method) for method in ASKS}
         return Dispatcher(table)
 
+    async def route(self, session_id: str, route: Route) -> None:
+        """Send the agent session's traffic to `route`, beginning with what came before it."""
+        self.routes[session_id] = route
+        for update in self._early.pop(session_id, []):
+            await route.update(update)
+
     async def _update(self, params: Json) -> None:
-        route = self.routes.get(str(params.get("sessionId")))
-        update = params.get("update")
-        if route is None or not isinstance(update, dict):
-            log.debug("%s: dropped an update for no open session", self.label)
+        session_id, update = str(params.get("sessionId")), params.get("update")
+        if not isinstance(update, dict):
             return
-        await route.update(cast(Json, update))
+        route = self.routes.get(session_id)
+        if route is not None:
+            await route.update(cast(Json, update))
+        elif cast(Json, update).get("sessionUpdate") in EARLY_UPDATES:
+            # Sent right after the session/new answer, before the route is in place (commands).
+            early = self._early.setdefault(session_id, [])
+            if len(self._early) <= EARLY_SESSIONS and len(early) < EARLY_UPDATES_KEPT:
+                early.append(cast(Json, update))
+        else:
+            log.debug("%s: dropped an update for no open session", self.label)
 
     def _asker(self, method: str) -> Callable[[Json], Awaitable[Any]]:
         async def ask(params: Json) -> Any:

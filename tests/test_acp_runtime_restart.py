@@ -1,0 +1,130 @@
+"""Sessions with an agent below survive restarts: a fresh acp-server (and a fresh agent) on
+the same journal loads the session with our replay before the answer, brings the agent's
+session back under the agent's own id (its replay is not shown again), and the next prompt
+reaches an agent that remembers; an agent that cannot load gets a new session, and the editor
+is told that the agent lost its memory of the earlier turns."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from acp_child import Runtimes, child_argv
+from harness import running
+
+from acp_server.acp.handlers import AcpAgent
+from acp_server.protocol import methods
+from journal.store import Journal
+
+FAKE_AGENT = str(Path(__file__).with_name("fake_acp_agent.py"))
+NOTICE = "_The agent had lost its memory of this session's earlier turns: it starts afresh from here._\n\n"
+
+
+@pytest.fixture
+def runtimes():
+    made = Runtimes()
+    yield made
+    made.close()
+
+
+def fake(root: Path, *flags: str) -> tuple[str, ...]:
+    return (sys.executable, FAKE_AGENT, "--store", str(root / "store.json"), *flags)
+
+
+def said(updates) -> str:
+    return "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
+
+
+async def first_life(root: Path, argv: tuple[str, ...], runtimes: Runtimes, *prompts: str) -> str:
+    """A session with `prompts` answered, by a server and an agent that are then gone."""
+    runtime = runtimes.make(argv)
+    async with (
+        await Journal.open(root / "journal.db") as journal,
+        running(AcpAgent(runtime, journal=journal)) as editor,
+    ):
+        await editor.initialize()
+        sid = await editor.new_session(root)
+        for prompt in prompts:
+            await editor.prompt(sid, prompt)
+    runtime.close()
+    return sid
+
+
+async def test_a_fresh_server_loads_the_session_and_the_agent_below_remembers(tmp_path, runtimes):
+    sid = await first_life(tmp_path, fake(tmp_path), runtimes, "first", "second")
+    async with await Journal.open(tmp_path / "journal.db") as journal:
+        async with running(AcpAgent(runtimes.make(fake(tmp_path)), journal=journal)) as editor:
+            await editor.initialize()
+            await editor.request(methods.SESSION_LOAD, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+            replayed = list(editor.updates[sid])
+            users = [u["content"]["text"] for u in replayed if u["sessionUpdate"] == "user_message_chunk"]
+            assert users == ["first", "second"]
+            assert said(replayed) == "You said first; I remember nothing.You said second; I remember first."
+            await editor.prompt(sid, "third")
+            assert said(editor.updates[sid][len(replayed) :]) == "You said third; I remember first, second."
+    sessions = json.loads((tmp_path / "store.json").read_text())
+    assert list(sessions.values()) == [["first", "second", "third"]], "one session at the agent, brought back"
+
+
+async def test_the_agent_is_brought_back_by_resume_when_it_offers_it(tmp_path, runtimes):
+    sid = await first_life(tmp_path, fake(tmp_path, "--resume"), runtimes, "first")
+    async with await Journal.open(tmp_path / "journal.db") as journal:
+        async with running(AcpAgent(runtimes.make(fake(tmp_path, "--resume")), journal=journal)) as editor:
+            await editor.initialize()
+            await editor.request(methods.SESSION_RESUME, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+            await editor.prompt(sid, "again")
+            assert said(editor.updates[sid]) == "You said again; I remember first."
+
+
+async def test_a_late_replay_after_the_agents_load_is_not_shown(tmp_path, runtimes):
+    argv = fake(tmp_path, "--late-replay", "--name", "gemini-cli")
+    sid = await first_life(tmp_path, argv, runtimes, "first")
+    async with await Journal.open(tmp_path / "journal.db") as journal:
+        async with running(AcpAgent(runtimes.make(argv), journal=journal)) as editor:
+            await editor.initialize()
+            await editor.request(methods.SESSION_LOAD, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+            loaded = len(editor.updates[sid])
+            await editor.prompt(sid, "again")
+            assert said(editor.updates[sid][loaded:]) == "You said again; I remember first."
+
+
+async def test_an_agent_that_cannot_load_starts_afresh_and_the_editor_is_told(tmp_path, runtimes):
+    sid = await first_life(tmp_path, fake(tmp_path), runtimes, "first")
+    async with await Journal.open(tmp_path / "journal.db") as journal:
+        async with running(AcpAgent(runtimes.make(fake(tmp_path, "--no-load")), journal=journal)) as editor:
+            await editor.initialize()
+            await editor.request(methods.SESSION_LOAD, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+            loaded = len(editor.updates[sid])
+            await editor.prompt(sid, "again")
+            assert said(editor.updates[sid][loaded:]) == NOTICE + "You said again; I remember nothing."
+            await editor.prompt(sid, "more")
+            assert said(editor.updates[sid][loaded:]).endswith("You said more; I remember again.")
+
+
+async def test_the_notice_is_a_notice_for_an_editor_that_shows_them(tmp_path, runtimes):
+    sid = await first_life(tmp_path, fake(tmp_path), runtimes, "first")
+    (tmp_path / "store.json").write_text("{}")  # the agent lost its sessions
+    async with await Journal.open(tmp_path / "journal.db") as journal:
+        async with running(AcpAgent(runtimes.make(fake(tmp_path)), journal=journal)) as editor:
+            await editor.initialize({"session": {"notices": {}}})
+            await editor.request(methods.SESSION_LOAD, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+            await editor.prompt(sid, "again")
+            notices = [u for u in editor.updates[sid] if u["sessionUpdate"] == "notice"]
+            assert [n["title"] for n in notices] == [NOTICE.strip("_\n")]
+
+
+async def test_acp_server_as_the_agent_keeps_one_session_across_a_restart(tmp_path, runtimes):
+    argv = child_argv(tmp_path, [])
+    sid = await first_life(tmp_path, argv, runtimes, "one")
+    async with await Journal.open(tmp_path / "journal.db") as journal:
+        async with running(AcpAgent(runtimes.make(argv), journal=journal)) as editor:
+            await editor.initialize()
+            await editor.request(methods.SESSION_LOAD, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+            assert said(editor.updates[sid]) == "one", "the child's own replay is not shown again"
+            await editor.prompt(sid, "two")
+            assert said(editor.updates[sid]) == "onetwo"
+    async with await Journal.open(tmp_path / "child-journal.db") as child:
+        (session,), _ = await child.list_sessions()
+        assert len(await child.runs(session.id)) == 2
