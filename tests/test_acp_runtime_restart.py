@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -52,79 +53,81 @@ async def first_life(root: Path, argv: tuple[str, ...], runtimes: Runtimes, *pro
     return sid
 
 
+@asynccontextmanager
+async def reloaded(
+    root: Path,
+    argv: tuple[str, ...],
+    runtimes: Runtimes,
+    sid: str,
+    *,
+    method: str = methods.SESSION_LOAD,
+    capabilities=None,
+):
+    """A fresh server and agent on the same journal, the editor having loaded (or resumed) `sid`."""
+    journal = await Journal.open(root / "journal.db")
+    async with journal, running(AcpAgent(runtimes.make(argv), journal=journal)) as editor:
+        await editor.initialize(capabilities)
+        await editor.request(method, {"sessionId": sid, "cwd": str(root), "mcpServers": []})
+        yield editor
+
+
 async def test_a_fresh_server_loads_the_session_and_the_agent_below_remembers(tmp_path, runtimes):
     sid = await first_life(tmp_path, fake(tmp_path), runtimes, "first", "second")
-    async with await Journal.open(tmp_path / "journal.db") as journal:
-        async with running(AcpAgent(runtimes.make(fake(tmp_path)), journal=journal)) as editor:
-            await editor.initialize()
-            await editor.request(methods.SESSION_LOAD, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
-            replayed = list(editor.updates[sid])
-            users = [u["content"]["text"] for u in replayed if u["sessionUpdate"] == "user_message_chunk"]
-            assert users == ["first", "second"]
-            assert said(replayed) == "You said first; I remember nothing.You said second; I remember first."
-            await editor.prompt(sid, "third")
-            assert said(editor.updates[sid][len(replayed) :]) == "You said third; I remember first, second."
+    async with reloaded(tmp_path, fake(tmp_path), runtimes, sid) as editor:
+        replayed = list(editor.updates[sid])
+        users = [u["content"]["text"] for u in replayed if u["sessionUpdate"] == "user_message_chunk"]
+        assert users == ["first", "second"]
+        assert said(replayed) == "You said first; I remember nothing.You said second; I remember first."
+        await editor.prompt(sid, "third")
+        assert said(editor.updates[sid][len(replayed) :]) == "You said third; I remember first, second."
+
     sessions = json.loads((tmp_path / "store.json").read_text())
     assert list(sessions.values()) == [["first", "second", "third"]], "one session at the agent, brought back"
 
 
 async def test_the_agent_is_brought_back_by_resume_when_it_offers_it(tmp_path, runtimes):
     sid = await first_life(tmp_path, fake(tmp_path, "--resume"), runtimes, "first")
-    async with await Journal.open(tmp_path / "journal.db") as journal:
-        async with running(AcpAgent(runtimes.make(fake(tmp_path, "--resume")), journal=journal)) as editor:
-            await editor.initialize()
-            await editor.request(methods.SESSION_RESUME, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
-            await editor.prompt(sid, "again")
-            assert said(editor.updates[sid]) == "You said again; I remember first."
+    async with reloaded(tmp_path, fake(tmp_path, "--resume"), runtimes, sid, method=methods.SESSION_RESUME) as editor:
+        await editor.prompt(sid, "again")
+        assert said(editor.updates[sid]) == "You said again; I remember first."
 
 
 async def test_a_late_replay_after_the_agents_load_is_not_shown(tmp_path, runtimes):
     argv = fake(tmp_path, "--late-replay", "--name", "gemini-cli")
     sid = await first_life(tmp_path, argv, runtimes, "first")
-    async with await Journal.open(tmp_path / "journal.db") as journal:
-        async with running(AcpAgent(runtimes.make(argv), journal=journal)) as editor:
-            await editor.initialize()
-            await editor.request(methods.SESSION_LOAD, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
-            loaded = len(editor.updates[sid])
-            await editor.prompt(sid, "again")
-            assert said(editor.updates[sid][loaded:]) == "You said again; I remember first."
+    async with reloaded(tmp_path, argv, runtimes, sid) as editor:
+        loaded = len(editor.updates[sid])
+        await editor.prompt(sid, "again")
+        assert said(editor.updates[sid][loaded:]) == "You said again; I remember first."
 
 
 async def test_an_agent_that_cannot_load_starts_afresh_and_the_editor_is_told(tmp_path, runtimes):
     sid = await first_life(tmp_path, fake(tmp_path), runtimes, "first")
-    async with await Journal.open(tmp_path / "journal.db") as journal:
-        async with running(AcpAgent(runtimes.make(fake(tmp_path, "--no-load")), journal=journal)) as editor:
-            await editor.initialize()
-            await editor.request(methods.SESSION_LOAD, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
-            loaded = len(editor.updates[sid])
-            await editor.prompt(sid, "again")
-            assert said(editor.updates[sid][loaded:]) == NOTICE + "You said again; I remember nothing."
-            await editor.prompt(sid, "more")
-            assert said(editor.updates[sid][loaded:]).endswith("You said more; I remember again.")
+    async with reloaded(tmp_path, fake(tmp_path, "--no-load"), runtimes, sid) as editor:
+        loaded = len(editor.updates[sid])
+        await editor.prompt(sid, "again")
+        assert said(editor.updates[sid][loaded:]) == NOTICE + "You said again; I remember nothing."
+        await editor.prompt(sid, "more")
+        assert said(editor.updates[sid][loaded:]).endswith("You said more; I remember again.")
 
 
 async def test_the_notice_is_a_notice_for_an_editor_that_shows_them(tmp_path, runtimes):
     sid = await first_life(tmp_path, fake(tmp_path), runtimes, "first")
     (tmp_path / "store.json").write_text("{}")  # the agent lost its sessions
-    async with await Journal.open(tmp_path / "journal.db") as journal:
-        async with running(AcpAgent(runtimes.make(fake(tmp_path)), journal=journal)) as editor:
-            await editor.initialize({"session": {"notices": {}}})
-            await editor.request(methods.SESSION_LOAD, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
-            await editor.prompt(sid, "again")
-            notices = [u for u in editor.updates[sid] if u["sessionUpdate"] == "notice"]
-            assert [n["title"] for n in notices] == [NOTICE.strip("_\n")]
+    async with reloaded(tmp_path, fake(tmp_path), runtimes, sid, capabilities={"session": {"notices": {}}}) as editor:
+        await editor.prompt(sid, "again")
+        notices = [u for u in editor.updates[sid] if u["sessionUpdate"] == "notice"]
+        assert [n["title"] for n in notices] == [NOTICE.strip("_\n")]
 
 
 async def test_acp_server_as_the_agent_keeps_one_session_across_a_restart(tmp_path, runtimes):
     argv = child_argv(tmp_path, [])
     sid = await first_life(tmp_path, argv, runtimes, "one")
-    async with await Journal.open(tmp_path / "journal.db") as journal:
-        async with running(AcpAgent(runtimes.make(argv), journal=journal)) as editor:
-            await editor.initialize()
-            await editor.request(methods.SESSION_LOAD, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
-            assert said(editor.updates[sid]) == "one", "the child's own replay is not shown again"
-            await editor.prompt(sid, "two")
-            assert said(editor.updates[sid]) == "onetwo"
+    async with reloaded(tmp_path, argv, runtimes, sid) as editor:
+        assert said(editor.updates[sid]) == "one", "the child's own replay is not shown again"
+        await editor.prompt(sid, "two")
+        assert said(editor.updates[sid]) == "onetwo"
+
     async with await Journal.open(tmp_path / "child-journal.db") as child:
         (session,), _ = await child.list_sessions()
         assert len(await child.runs(session.id)) == 2
