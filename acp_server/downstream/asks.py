@@ -44,7 +44,7 @@ def prepare(method: str, params: Json, tools: ToolCalls) -> Prepared:
     call = params.get("toolCall")
     if not isinstance(call, dict) or not isinstance(cast(Json, call).get("toolCallId"), str):
         raise RpcError(INVALID_PARAMS, "Invalid params: toolCall.toolCallId is required")
-    return Prepared(method, params, tools.update(cast(Json, call)))
+    return Prepared(method, params, tools.question(cast(Json, call)))
 
 
 def answer(prepared: Prepared, sink: Sink) -> Any:

@@ -1,7 +1,7 @@
 """Known misbehaviours of ACP agents, and what the runtime does differently for each.
 
 `QUIRKS` is the one table, matched against the words of the agent's command and the name it
-gives in `initialize` (`agentInfo.name`); tests/test_acp_runtime_quirks.py has a test for each.
+gives in `initialize` (`agentInfo.name`); tests/test_acp_runtime_quirks.py says where each is tested.
 """
 
 from __future__ import annotations

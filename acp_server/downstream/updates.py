@@ -36,14 +36,31 @@ PRIORITIES = frozenset({"high", "medium", "low"})
 
 
 class ToolCalls:
-    """The agent's tool call ids and ours (the same unless the sink had to pick another)."""
+    """The agent's tool call ids and ours (the same unless the sink had to pick another), and
+    which calls are still open (started, neither running nor done)."""
 
     def __init__(self, sink: Sink) -> None:
         self._sink = sink
         self._ids: dict[str, str] = {}
+        self._open: dict[str, ToolKind] = {}  # our id -> its kind, in the order started
 
     def ours(self, theirs: str) -> str | None:
         return self._ids.get(theirs)
+
+    def question(self, call: Json) -> str:
+        """The call a permission question is about. An agent may ask about an id it never
+        announced (Hermes does: `perm-check-1` for its visible `terminal` call): the question
+        is then about the one open call of that kind, which takes the question's fields, so
+        the user decides on the call they see; with none or several, the question's own call
+        is started."""
+        theirs = str(call.get("toolCallId") or "")
+        kind = _kind(call.get("kind"))
+        candidates = [ours for ours, known in self._open.items() if kind in (None, "other", known)]
+        if self.ours(theirs) is None and len(candidates) == 1:
+            self._ids[theirs] = candidates[0]
+            self.change(candidates[0], call)
+            return candidates[0]
+        return self.update(call)
 
     def start(self, call: Json) -> str:
         """Start the call `call` describes (a `tool_call` or the `toolCall` of a question)."""
@@ -57,6 +74,7 @@ class ToolCalls:
         )
         if theirs:
             self._ids[theirs] = ours
+        self._open[ours] = _kind(call.get("kind")) or "other"
         if call.get("status") != "pending":  # a start is pending already
             self.change(ours, call, started=True)
         return ours
@@ -82,6 +100,8 @@ class ToolCalls:
                 "raw_input": call.get("rawInput"),
                 "locations": _locations(call.get("locations")),
             }
+        if fields["status"] not in (None, "pending"):
+            self._open.pop(ours, None)
         if any(value is not None for value in fields.values()):
             self._sink.tool_update(ours, **fields)
 
