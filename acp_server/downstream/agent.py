@@ -22,7 +22,7 @@ from acp_server.downstream import controls as wire_controls
 from acp_server.downstream.client import AgentClient, AgentInfo
 from acp_server.downstream.link import Answered, Inbox
 from acp_server.downstream.process import AgentProcess
-from acp_server.downstream.quirks import AgentQuirks, quirks_for
+from acp_server.downstream.quirks import AgentQuirks, as_installed, quirks_for
 from acp_server.downstream.sessions import AgentSession, SessionRoute
 from acp_server.protocol import methods
 from acp_server.rpc.errors import AUTH_REQUIRED, INTERNAL_ERROR, PeerClosedError, RequestTimeoutError, RpcError
@@ -93,7 +93,7 @@ class Downstream:
     async def _start(self) -> AgentClient:
         label = self.command.name
         try:
-            process = await AgentProcess.start(self.command.argv)
+            process = await AgentProcess.start(await as_installed(self.command.argv))
         except OSError as exc:
             raise AgentError(f"cannot start {self.command.argv[0]}: {exc.strerror or exc}") from None
         client = AgentClient(process, label=label)

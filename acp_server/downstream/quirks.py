@@ -7,10 +7,16 @@ gives in `initialize` (`agentInfo.name`); tests/test_acp_runtime_quirks.py says 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 from dataclasses import dataclass
 from typing import Literal
 
-Quirk = Literal["lingers_after_eof", "replay_after_load", "fails_after_cancel"]
+import anyio
+
+Quirk = Literal["lingers_after_eof", "replay_after_load", "fails_after_cancel", "acp_flag_renamed"]
+ACP_FLAG_SINCE = (0, 33, 0)  # the Gemini CLI version that named its flag --acp (--experimental-acp before)
+VERSION_TIMEOUT = 10.0  # seconds for `gemini --version` (node starts slowly on a busy machine)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +40,11 @@ QUIRKS: tuple[AgentQuirk, ...] = (
         why="sends most of a session/load replay after its answer: the session waits until it is quiet",
     ),
     AgentQuirk(
+        quirk="acp_flag_renamed",
+        names=frozenset({"gemini"}),
+        why="before 0.33 takes --experimental-acp, not --acp: `gemini --version` decides which it gets",
+    ),
+    AgentQuirk(
         quirk="fails_after_cancel",
         names=frozenset({"hermes-agent"}),
         why="answers the first prompt after a cancel with -32603: that prompt is sent again, once",
@@ -55,6 +66,26 @@ def quirks_for(argv: tuple[str, ...], agent_name: str | None = None) -> AgentQui
     if agent_name:
         words.add(agent_name)
     return AgentQuirks(tuple(entry for entry in QUIRKS if entry.names & words))
+
+
+async def as_installed(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """The command as the installed agent takes it (a renamed flag under its old name)."""
+    if "--acp" not in argv or not quirks_for(argv).has("acp_flag_renamed"):
+        return argv
+    try:
+        with anyio.fail_after(VERSION_TIMEOUT):
+            done = await anyio.run_process([argv[0], "--version"], check=False, stderr=subprocess.DEVNULL)
+    except (OSError, TimeoutError):
+        return argv
+    version = parse_version(done.stdout.decode(errors="replace"))
+    if version is None or version >= ACP_FLAG_SINCE:
+        return argv
+    return tuple("--experimental-acp" if word == "--acp" else word for word in argv)
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    found = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    return tuple(int(part) for part in found.groups()) if found else None
 
 
 def _package(word: str) -> str:
