@@ -76,10 +76,8 @@ def test_a_command_that_is_not_installed_is_named():
 def test_a_command_after_the_separator_is_only_for_the_acp_agents():
     done = start("--agent", "echo", "--", "cat", env=dict(os.environ))
     assert done.returncode == 2
-    assert (
-        "a command after `--` applies only to the ACP agents (acp, claude, codex, fast-agent, gemini, hermes-acp), not 'echo'"
-        in done.stderr
-    )
+    agents = "acp, claude, codex, fast-agent, gemini, hermes-acp"
+    assert f"a command after `--` applies only to the ACP agents ({agents}), not 'echo'" in done.stderr
 
 
 def test_a_preset_prefers_its_own_program_to_npx(bare_path):
