@@ -1,13 +1,15 @@
 """The agent below as processes: served over real pipes by a real `acp-server --agent acp --`,
 ended with its whole tree when acp-server ends (EOF, or SIGKILL: the keeper's lifeline), even
 when it ignores EOF and SIGTERM and leaves a child in a session of its own; and an agent that
-dies mid-turn fails that turn clearly and is started again, its session brought back."""
+dies mid-turn fails that turn clearly and is started again, its session brought back; in runner
+mode the agent lives in the runner, and its turn outlives the editor that started it."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import select
+import shutil
 import signal
 import sys
 import time
@@ -17,6 +19,7 @@ import anyio
 import pytest
 from acp_child import Runtimes, child_argv, descendants
 from harness import running
+from runner_fronts import Front, cli, gone, runners, short_runtime_dir
 from stdio_server import StdioServer
 
 from acp_server.acp.handlers import AcpAgent
@@ -160,3 +163,54 @@ async def test_cancel_reaches_the_agent_and_its_next_prompt_waits_for_the_cancel
             u["content"]["text"] for u in editor.updates[sid][before:] if u["sessionUpdate"] == "agent_message_chunk"
         )
         assert said == "You said next; I remember slow."
+
+
+@pytest.fixture
+def runner_env(tmp_path, monkeypatch):
+    run_dir = short_runtime_dir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", run_dir)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    yield ("--db", str(tmp_path / "journal.db"), "--agent", "acp", "--", *fake_agent(tmp_path))
+    started = [r["pid"] for r in runners()]
+    cli("runner", "stop")
+    for pid in started:
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_in_runner_mode_the_agents_turn_survives_the_editor_and_goes_on_for_the_next(tmp_path, runner_env):
+    first = Front(*runner_env, cwd=str(tmp_path))
+    first.initialize()
+    sid = first.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+    first.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "slow"}]})
+    while "working" not in text(first.frames):
+        assert first.next_frame() is not None, first.exit_report()
+    first.kill_group()
+    second = Front(*runner_env, cwd=str(tmp_path))
+    try:
+        second.initialize()
+        second.call("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        assert "working" in text(second.frames), "the replay shows the turn the first editor started"
+        second.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
+        before = len(second.frames)
+        second.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "after"}]})
+        assert text(second.frames[before:]) == "You said after; I remember slow."
+    finally:
+        second.kill_group()
+
+
+def text(frames) -> str:
+    updates = [f["params"]["update"] for f in frames if f.get("method") == "session/update"]
+    return "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
+
+
+def test_the_agent_gets_the_environment_without_acp_servers_own_settings(monkeypatch):
+    from acp_server.downstream.process import agent_environment
+
+    monkeypatch.setenv("ACP_SERVER_AGENT", "acp")
+    monkeypatch.setenv("ACP_SERVER_RUNNER", "1")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    env = agent_environment()
+    assert not [name for name in env if name.startswith("ACP_SERVER_")]
+    assert env["ANTHROPIC_API_KEY"] == "sk-ant-test"

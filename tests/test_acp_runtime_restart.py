@@ -131,3 +131,31 @@ async def test_acp_server_as_the_agent_keeps_one_session_across_a_restart(tmp_pa
     async with await Journal.open(tmp_path / "child-journal.db") as child:
         (session,), _ = await child.list_sessions()
         assert len(await child.runs(session.id)) == 2
+
+
+async def test_an_always_answer_is_kept_in_our_journal_across_a_restart(tmp_path, runtimes):
+    """The agent announces its call with no input and asks about `ls -la`: the question shows the
+    command, our "always" covers exactly it, and the agent is only ever told "once"."""
+    asked = []
+
+    async def always(params):
+        asked.append(params)
+        return {"outcome": {"outcome": "selected", "optionId": "allow_always"}}
+
+    runtime = runtimes.make(fake(tmp_path))
+    journal = await Journal.open(tmp_path / "journal.db")
+    async with journal, running(AcpAgent(runtime, journal=journal)) as editor:
+        editor.handlers[methods.REQUEST_PERMISSION] = always
+        await editor.initialize()
+        sid = await editor.new_session(tmp_path)
+        await editor.prompt(sid, "ask")
+        assert said(editor.updates[sid]).endswith('answer={"outcome": {"outcome": "selected", "optionId": "yes"}}')
+    runtime.close()
+    ((question,),) = [asked]
+    assert question["toolCall"]["rawInput"] == {"command": "ls -la"}
+    assert [o["name"] for o in question["options"] if o["kind"] == "allow_always"] == ["Always allow `ls -la`"]
+    async with reloaded(tmp_path, fake(tmp_path), runtimes, sid) as editor:
+        loaded = len(editor.updates[sid])
+        await editor.prompt(sid, "ask again")
+        assert said(editor.updates[sid][loaded:]).endswith('"optionId": "yes"}}')
+    assert len(asked) == 1, "the remembered answer decided, unasked"

@@ -43,10 +43,12 @@ Json = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class AgentCommand:
-    """How to start the agent: acp-server's name for it (`acp`, a preset) and its argv."""
+    """How to start the agent: acp-server's name for it (`acp`, a preset), its argv, and where
+    that came from (for `doctor`)."""
 
     name: str
     argv: tuple[str, ...]
+    source: str = "command line"
 
 
 def saved_session(transcript: Transcript | None, agent: str) -> str | None:

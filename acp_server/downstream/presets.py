@@ -72,12 +72,13 @@ def acp_agent(command: Sequence[str] | None = None) -> AcpRuntime:
 def preset_agent(name: str, command: Sequence[str] | None = None) -> AcpRuntime:
     """The preset `name`, with `command` (after `--`) or the config file's in place of its own."""
     preset = PRESETS[name]
-    chosen = tuple(command) if command else configured(name)
-    if chosen:
-        return AcpRuntime(AgentCommand(name, _found(chosen, hint=preset.install)))
+    if command:
+        return AcpRuntime(AgentCommand(name, _found(tuple(command), hint=preset.install)))
+    if chosen := configured(name):
+        return AcpRuntime(AgentCommand(name, _found(chosen, hint=preset.install), f"config file [{SECTION}.{name}]"))
     for candidate in preset.candidates:
         if shutil.which(candidate[0]) is not None:
-            return AcpRuntime(AgentCommand(name, candidate))
+            return AcpRuntime(AgentCommand(name, candidate, "preset"))
     programs = " or ".join(f"`{c[0]}`" for c in preset.candidates)
     raise ValueError(f"agent {name!r}: {programs} not found on PATH; install it: {preset.install}")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import shlex
 import shutil
 import threading
 from collections.abc import Awaitable, Callable
@@ -23,7 +24,6 @@ from anyio.from_thread import BlockingPortal
 
 from acp_server.downstream import asks
 from acp_server.downstream.agent import FORMAT, AgentCommand, Downstream
-from acp_server.downstream.client import AgentInfo
 from acp_server.downstream.link import Answered, Ask, Cancelled, Inbox, Update
 from acp_server.downstream.sessions import AgentSession
 from acp_server.downstream.updates import ToolCalls, apply
@@ -89,7 +89,7 @@ class AcpRuntime:
         self._lock = threading.Lock()
         self._loop: LoopThread | None = None
         self._downstream: Downstream | None = None
-        self._info: AgentInfo | None = None
+        self._capabilities: AdapterCapabilities | None = None
         self._sessions: dict[str, AgentSession] = {}
 
     # --- the loop and the agent --------------------------------------------------------------
@@ -119,31 +119,32 @@ class AcpRuntime:
     # --- RuntimeAdapter ------------------------------------------------------------------
 
     def capabilities(self) -> AdapterCapabilities:
-        """What the agent said it can do (it is started for this); conservative when it would
-        not start, which the first session then reports."""
-        info = self._info
-        if info is None:
+        """What the agent said it can do (it is started for this, once); conservative when it
+        would not start: the first session then says why."""
+        if self._capabilities is None:
             _, downstream = self._agent()
             try:
-                info = self._info = self._call(downstream.info)
+                info = self._call(downstream.info)
             except AgentError as exc:
                 log.error("%s", exc)
-                return AdapterCapabilities(cancel_latency=CANCEL_LATENCY)
-        return AdapterCapabilities(
-            image=info.image,
-            audio=info.audio,
-            embedded_context=info.embedded_context,
-            mcp_http=info.mcp_http,
-            mcp_sse=info.mcp_sse,
-            cancel_latency=CANCEL_LATENCY,
-            auth_methods=tuple(_auth_method(m) for m in info.auth_methods),
-        )
+                self._capabilities = AdapterCapabilities(cancel_latency=CANCEL_LATENCY)
+            else:
+                self._capabilities = AdapterCapabilities(
+                    image=info.image,
+                    audio=info.audio,
+                    embedded_context=info.embedded_context,
+                    mcp_http=info.mcp_http,
+                    mcp_sse=info.mcp_sse,
+                    cancel_latency=CANCEL_LATENCY,
+                    auth_methods=tuple(_auth_method(m) for m in info.auth_methods),
+                )
+        return self._capabilities
 
     def health(self) -> Health:
-        found = shutil.which(self.command.argv[0])
-        if found is None:
+        shown = shlex.join(self.command.argv)
+        if shutil.which(self.command.argv[0]) is None:
             return Health(False, f"{self.command.argv[0]} is not on PATH")
-        return Health(True, f"runs {' '.join(self.command.argv)}", {"command": (" ".join(self.command.argv), "preset")})
+        return Health(True, f"runs {shown} (started with the server)", {"command": (shown, self.command.source)})
 
     def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
         _, downstream = self._agent()
