@@ -195,6 +195,16 @@ class Agent:
             if cancel.wait(60):
                 stop = "cancelled"
                 self.cancelled_last.add(sid)
+                if "late question" in text:  # a question after the cancel: someone must still answer it
+                    answer = self.ask(
+                        "session/request_permission",
+                        {
+                            "sessionId": sid,
+                            "toolCall": {"toolCallId": "late", "title": "Late"},
+                            "options": [{"optionId": "yes", "name": "Yes", "kind": "allow_once"}],
+                        },
+                    )
+                    text += f" ({json.dumps(answer)})"
         self.sessions.setdefault(sid, []).append(text)
         self.save()
         self.send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})

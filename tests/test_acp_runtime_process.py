@@ -214,3 +214,21 @@ def test_the_agent_gets_the_environment_without_acp_servers_own_settings(monkeyp
     env = agent_environment()
     assert not [name for name in env if name.startswith("ACP_SERVER_")]
     assert env["ANTHROPIC_API_KEY"] == "sk-ant-test"
+
+
+async def test_a_question_the_agent_asks_after_a_cancel_is_answered_cancelled(tmp_path, runtimes):
+    agent = AcpAgent(runtimes.make(fake_agent(tmp_path)))
+    async with running(agent) as editor:
+        await editor.initialize()
+        sid = await editor.new_session(tmp_path)
+        turn = await editor.start_prompt(sid, "slow, then a late question")
+        await editor.wait_for(lambda: "working" in editor.text(sid))
+        await editor.notify(methods.SESSION_CANCEL, {"sessionId": sid})
+        assert (await turn)["result"] == {"stopReason": "cancelled"}
+        before = len(editor.updates[sid])
+        await editor.prompt(sid, "next")
+        said = "".join(
+            u["content"]["text"] for u in editor.updates[sid][before:] if u["sessionUpdate"] == "agent_message_chunk"
+        )
+        assert said == 'You said next; I remember slow, then a late question ({"outcome": {"outcome": "cancelled"}}).'
+        assert editor.server_requests == [], "the editor is not asked about a cancelled turn"

@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, cast
 
+from acp_server.downstream.link import CANCELLED_PERMISSION
 from acp_server.downstream.updates import ToolCalls
 from acp_server.protocol import methods
 from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED, RESOURCE_NOT_FOUND, RpcError
@@ -24,7 +25,6 @@ from adapters.base import PermissionDecision, Sink, ToolRefused, TurnCancelled
 log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
-CANCELLED = {"outcome": {"outcome": "cancelled"}}
 ALLOW_KINDS = ("allow_once", "allow_always")
 REJECT_KINDS = ("reject_once", "reject_always")
 
@@ -53,7 +53,7 @@ def answer(prepared: Prepared, sink: Sink) -> Any:
         return _answer(prepared, sink)
     except TurnCancelled:
         if prepared.method == methods.REQUEST_PERMISSION:
-            return CANCELLED
+            return CANCELLED_PERMISSION
         if prepared.method == methods.ELICITATION_CREATE:
             return {"action": "cancel"}
         raise RpcError(REQUEST_CANCELLED, "The turn was cancelled") from None
@@ -83,7 +83,7 @@ def choose(options: Any, decision: PermissionDecision) -> Json:
     """The agent's option that says what we decided, "once" before "always"; cancelled when
     the turn was, or when the agent offered no option of that kind."""
     if decision.cancelled:
-        return CANCELLED
+        return CANCELLED_PERMISSION
     listed = cast(list[Any], options) if isinstance(options, list) else []
     offered = [cast(Json, option) for option in listed if isinstance(option, dict)]
     for kind in ALLOW_KINDS if decision.allowed else REJECT_KINDS:
@@ -91,7 +91,7 @@ def choose(options: Any, decision: PermissionDecision) -> Json:
             if option.get("kind") == kind and isinstance(option.get("optionId"), str):
                 return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
     log.warning("the agent offered no %s option; answering cancelled", "allow" if decision.allowed else "reject")
-    return CANCELLED
+    return CANCELLED_PERMISSION
 
 
 def _elicit(params: Json, sink: Sink) -> Json:

@@ -18,10 +18,11 @@ import anyio
 from anyio.abc import TaskGroup
 
 import acp_server
+from acp_server.downstream.link import unanswerable
 from acp_server.downstream.process import AgentProcess
 from acp_server.protocol import methods
 from acp_server.rpc.dispatch import Dispatcher
-from acp_server.rpc.errors import RESOURCE_NOT_FOUND, PeerClosedError, RpcError
+from acp_server.rpc.errors import PeerClosedError
 from acp_server.rpc.peer import Peer
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,6 @@ ASKS = (
     methods.FS_WRITE_TEXT_FILE,
     methods.ELICITATION_CREATE,
 )
-CANCELLED_PERMISSION = {"outcome": {"outcome": "cancelled"}}
 # What an agent sends about a session that is not routed yet, kept until it is (a few of them).
 EARLY_UPDATES = frozenset({"available_commands_update", "current_mode_update", "config_option_update"})
 EARLY_SESSIONS = 16
@@ -168,13 +168,7 @@ class AgentClient:
     def _asker(self, method: str) -> Callable[[Json], Awaitable[Any]]:
         async def ask(params: Json) -> Any:
             route = self.routes.get(str(params.get("sessionId")))
-            if route is not None:
-                return await route.ask(method, params)
-            if method == methods.REQUEST_PERMISSION:
-                return CANCELLED_PERMISSION
-            if method == methods.ELICITATION_CREATE:
-                return {"action": "cancel"}
-            raise RpcError(RESOURCE_NOT_FOUND, "Session not found")
+            return await route.ask(method, params) if route is not None else unanswerable(method)
 
         return ask
 

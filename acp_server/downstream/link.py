@@ -17,9 +17,22 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from acp_server.rpc.errors import INTERNAL_ERROR, RpcError
+
 INBOX_ITEMS = 256
+CANCELLED_PERMISSION = {"outcome": {"outcome": "cancelled"}}
 
 Json = dict[str, Any]
+
+
+def unanswerable(method: str) -> Any:
+    """The answer to a request of the agent's that no turn will answer (none runs, or it ended):
+    a permission or a form is cancelled, anything else refused."""
+    if method == "session/request_permission":
+        return CANCELLED_PERMISSION
+    if method == "elicitation/create":
+        return {"action": "cancel"}
+    raise RpcError(INTERNAL_ERROR, "No turn is running in this session")
 
 
 class Reply:
@@ -110,10 +123,16 @@ class Inbox:
         self.put_nowait(Cancelled())
 
     def close(self) -> None:
-        """The worker's turn is over: drop what comes, and let a waiting `put` go on."""
+        """The worker's turn is over: drop what comes, answer what waits, let a `put` go on."""
         with self._ready:
             self.closed = True
+            left = [item for item in self._items if isinstance(item, Ask)]
             self._items.clear()
+        for ask in left:
+            try:
+                ask.reply.result(unanswerable(ask.method))
+            except RpcError as exc:
+                ask.reply.error(exc)
         with contextlib.suppress(RuntimeError):  # the loop has stopped: nobody waits
             self._loop.call_soon_threadsafe(self._room.set)
 

@@ -16,11 +16,8 @@ from typing import Any
 import anyio
 
 from acp_server.downstream import controls as wire_controls
-from acp_server.downstream.client import CANCELLED_PERMISSION
-from acp_server.downstream.link import Ask, Inbox, Reply, Update
+from acp_server.downstream.link import Ask, Inbox, Reply, Update, unanswerable
 from acp_server.downstream.updates import SESSION_UPDATES
-from acp_server.protocol import methods
-from acp_server.rpc.errors import INTERNAL_ERROR, RpcError
 from adapters.base import NO_NOTES, ControlNotes, SessionControls, SessionNotes
 
 log = logging.getLogger(__name__)
@@ -71,11 +68,7 @@ class SessionRoute:
         if inbox is not None and await inbox.put(Ask(method, params, reply)):
             return await reply.wait()
         log.info("the agent asked %s with no turn running; refused", method)
-        if method == methods.REQUEST_PERMISSION:
-            return CANCELLED_PERMISSION
-        if method == methods.ELICITATION_CREATE:
-            return {"action": "cancel"}
-        raise RpcError(INTERNAL_ERROR, "No turn is running in this session")
+        return unanswerable(method)
 
 
 def tell_controls(session: AgentSession) -> None:
