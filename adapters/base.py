@@ -32,6 +32,10 @@ class AgentError(Exception):
     """An error the agent wants the user to see as is (no traceback, no internals)."""
 
 
+class AuthRequired(AgentError):
+    """The agent needs the user to authenticate first (ACP's `auth_required`, -32000)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """One message of an earlier conversation, handed to a restored session's turns."""
@@ -163,7 +167,13 @@ class Sink(Protocol):
         title: str | None = None,
         content: Sequence[ToolContent] | None = None,
         raw_output: Any = None,
-    ) -> None: ...
+        kind: ToolKind | None = None,
+        raw_input: Any = None,
+        locations: Sequence[ToolLocation] | None = None,
+    ) -> None:
+        """Change a started tool call; None leaves a field as it was. Once a permission question
+        named the call, its title, kind and input stay as they were decided on."""
+        ...
 
     def plan(self, entries: Sequence[PlanEntry]) -> None: ...
 
@@ -240,6 +250,56 @@ class SlashCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class ModeChoice:
+    """One of the modes an agent offers a session of its own."""
+
+    id: str
+    name: str
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionControls:
+    """What an agent offers one session of its own, besides the server's mode and options: its
+    modes (with the current one), its options (`ConfigOption.default` is the current value) and
+    its commands. An adapter offers them through `session_controls(ready)`, called before a
+    session's `session/new`, `session/load` or `session/resume` is answered, and tells changes
+    through `ready.notes` (`ControlNotes`); `set_session_mode` and `set_session_option` change
+    them and return them as they are then."""
+
+    modes: tuple[ModeChoice, ...] = ()
+    current_mode: str | None = None
+    config_options: tuple[ConfigOption, ...] = ()
+    commands: tuple[SlashCommand, ...] = ()
+
+
+@runtime_checkable
+class OffersControls(Protocol):
+    """An adapter that offers sessions controls of their own (see `SessionControls`). Each
+    call blocks (the adapter may ask its agent): the server calls them in worker threads."""
+
+    def session_controls(self, ready: TurnInput) -> SessionControls: ...
+    def set_session_mode(self, session_id: str, mode_id: str) -> SessionControls: ...
+    def set_session_option(self, session_id: str, option_id: str, value: str) -> SessionControls: ...
+
+
+@runtime_checkable
+class ControlNotes(Protocol):
+    """The notes of a session whose controls an adapter offers: it tells changes through them."""
+
+    def controls(self, controls: SessionControls) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AuthMethod:
+    """A way to authenticate the agent offers (ACP `authMethods`); `authenticate(id)` runs it."""
+
+    id: str
+    name: str
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Health:
     """A quick check of configuration and reachability, for `acp-server doctor`."""
 
@@ -263,6 +323,7 @@ class AdapterCapabilities:
     config_options: tuple[ConfigOption, ...] = ()
     commands: tuple[SlashCommand, ...] = ()
     cancel_latency: float = 1.0  # seconds within which a cancelled turn stops
+    auth_methods: tuple[AuthMethod, ...] = ()
 
 
 class RuntimeAdapter(Protocol):

@@ -107,6 +107,8 @@ class ToolCallUpdated:
     content: tuple[ToolContent, ...] | None = None
     raw_output: Any = None
     locations: tuple[ToolLocation, ...] | None = None
+    tool_kind: ToolKind | None = None
+    raw_input: Any = None
     kind: Literal["tool_updated"] = "tool_updated"
 
 

@@ -31,7 +31,15 @@ BUILTINS: Mapping[str, str] = {
     "python": "adapters.registry:python_agent",
     "openai": "adapters.openai:OpenAIAdapter",
     "hermes": "adapters.hermes:HermesAdapter",
+    # ACP agents below acp-server (acp_server/downstream), by import string: adapters imports nothing of it.
+    "acp": "acp_server.downstream.presets:acp_agent",
+    "claude": "acp_server.downstream.presets:claude",
+    "codex": "acp_server.downstream.presets:codex",
+    "gemini": "acp_server.downstream.presets:gemini",
+    "fast-agent": "acp_server.downstream.presets:fast_agent",
+    "hermes-acp": "acp_server.downstream.presets:hermes_acp",
 }
+ACP_AGENTS = frozenset({"acp", "claude", "codex", "gemini", "fast-agent", "hermes-acp"})
 # How to install a built-in's dependencies, where they are not the base install's.
 EXTRAS: Mapping[str, str] = {"hermes": "acp-server[hermes]"}
 ADAPTER_MEMBERS = ("name", "capabilities", "run_turn", "cancel")
@@ -234,6 +242,9 @@ def _accepts(factory: Callable[..., Any] | None, agent: str, settings: Mapping[s
                     f"a script applies only to the scripted agent (a scenario file) or the python "
                     f"agent (module:function), not {agent!r}"
                 )
+            if key == "command":
+                listed = ", ".join(sorted(ACP_AGENTS))
+                raise ValueError(f"a command after `--` applies only to the ACP agents ({listed}), not {agent!r}")
             raise ValueError(f"agent {agent!r} does not take a {key!r} setting")
 
 

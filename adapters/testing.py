@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from adapters.base import (
@@ -211,10 +211,21 @@ class RecordingSink:
         title: str | None = None,
         content: Sequence[ToolContent] | None = None,
         raw_output: Any = None,
+        kind: ToolKind | None = None,
+        raw_input: Any = None,
+        locations: Sequence[ToolLocation] | None = None,
     ) -> None:
         self._known(tool_call_id)
         frozen = None if content is None else tuple(content)
-        self._report("tool_update", ToolCallUpdated(tool_call_id, status, title, frozen, raw_output))
+        where = None if locations is None else tuple(locations)
+        update = ToolCallUpdated(tool_call_id, status, title, frozen, raw_output, where, kind, raw_input)
+        self._report("tool_update", update)
+        if kind is not None or raw_input is not None:
+            with self._lock:
+                tool = self._tools[tool_call_id]
+                self._tools[tool_call_id] = replace(
+                    tool, tool_kind=kind or tool.tool_kind, raw_input=tool.raw_input if raw_input is None else raw_input
+                )
 
     def plan(self, entries: Sequence[PlanEntry]) -> None:
         self._report("plan", PlanUpdated(tuple(entries)))

@@ -15,21 +15,31 @@ model:
   provider: custom
   base_url: {base_url}
   context_length: 128000
-agent:
+{model_extra}agent:
   environment_probe: false
 auxiliary:
   title_generation:
     enabled: {titles}
-"""
+{extra}"""
+# What `hermes acp` needs besides (tests of Hermes behind acp-server as an ACP agent): the key in
+# the config itself, and no Tirith scanner (a binary it would fetch from the network).
+ACP_MODEL = "  api_key: sk-test-0000000000\n"
+ACP_EXTRA = "security:\n  tirith_enabled: false\n"
 
 
-def make_home(root: Path, base_url: str, *, titles: bool = False) -> Path:
+def make_home(root: Path, base_url: str, *, titles: bool = False, acp: bool = False) -> Path:
     """`titles`: Hermes names sessions with an extra model request after the first exchange
     (its default); off unless a test is about it, so scripted answers meet the requests they
-    were written for."""
+    were written for. `acp`: the settings `hermes acp` needs too."""
     home = root / "hermes-home"
     home.mkdir(parents=True, exist_ok=True)
-    (home / "config.yaml").write_text(CONFIG.format(base_url=base_url, titles="true" if titles else "false"))
+    config = CONFIG.format(
+        base_url=base_url,
+        titles="true" if titles else "false",
+        model_extra=ACP_MODEL if acp else "",
+        extra=ACP_EXTRA if acp else "",
+    )
+    (home / "config.yaml").write_text(config)
     (home / ".env").write_text("OPENAI_API_KEY=sk-test-0000000000\n")
     return home
 

@@ -98,3 +98,52 @@ def _npm_ci(npm: str) -> None:
         unavailable(f"`npm ci --prefix tests/clients` took longer than {NPM_TIMEOUT} s (no registry?)")
     if done.returncode != 0:
         unavailable(f"`npm ci --prefix tests/clients` failed (no registry?): {done.stderr[-1500:]}")
+
+
+# --- `hermes acp` ------------------------------------------------------------------------------
+
+# Hermes' ACP extra pins the ACP SDK at a version other than the test extras' (0.12.1, for the
+# SDK benchmarks), and `hermes acp` will not start with that. So `hermes acp` runs from a venv of
+# its own layered on this one: this environment's packages (Hermes included), and the SDK pinned.
+HERMES_ACP_SDK = "agent-client-protocol==0.9.0"
+PIP_TIMEOUT = 300
+
+
+def hermes_acp() -> tuple[str, ...]:
+    """The command that starts `hermes acp` (Hermes' own ACP adapter), installing its SDK once."""
+    import sys
+
+    try:
+        import acp_adapter  # noqa: F401 (Hermes installed here, with its ACP adapter)
+    except ImportError:
+        unavailable("hermes-agent is not installed (pip install 'acp-server[hermes]')")
+    venv = Path(tempfile.gettempdir()) / f"acp-server-tests-{os.getuid()}-hermes-acp"
+    python = venv / "bin" / "python"
+    ready = venv / "ready"
+    with install_lock("hermes-acp"):
+        if not ready.exists() or ready.read_text() != HERMES_ACP_SDK:
+            # Every site directory of this interpreter (a .pth in one adds another: list them all).
+            bases = [path for path in sys.path if path.endswith("site-packages") and os.path.isdir(path)]
+            _layered_venv(venv, sys.executable, bases)
+            ready.write_text(HERMES_ACP_SDK)
+    # Hermes' entry puts this environment's site-packages first on sys.path; importing the SDK
+    # before it keeps the pinned one.
+    return (str(python), "-c", "import acp; from acp_adapter.entry import main; main()")
+
+
+def _layered_venv(venv: Path, python: str, bases: list[str]) -> None:
+    subprocess.run([python, "-m", "venv", "--without-pip", "--clear", str(venv)], check=True)
+    purelib = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(purelib, "zz-base.pth").write_text("".join(f"{base}\n" for base in bases))
+    command = [python, "-m", "pip", "install", "--quiet", "--no-deps", "--target", purelib, HERMES_ACP_SDK]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        unavailable(f"installing {HERMES_ACP_SDK} took longer than {PIP_TIMEOUT} s (no registry?)")
+    if done.returncode != 0:
+        unavailable(f"cannot install {HERMES_ACP_SDK} for `hermes acp` (no registry?): {done.stderr[-1500:]}")

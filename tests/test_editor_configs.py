@@ -5,6 +5,7 @@ the CodeCompanion (Lua) and agent-shell (Elisp) snippets, and each Toad and acpx
 editor-configs/README.md is launched exactly as written, its placeholder paths replaced by this
 checkout's, over real pipes through `initialize` and `session/new`; every frame is schema-checked.
 The snippets' server flags and `ACP_SERVER_*` variables must exist in the one option table.
+Entries for an ACP agent preset skip when that agent's program is not installed here.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 from schema_check import check_agent_frame
 
 from acp_server.cli.settings import SERVER_OPTIONS, env_name
+from acp_server.downstream.presets import PRESETS
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "editor-configs"
@@ -158,7 +160,17 @@ def start_session(launch: Launch, tmp_path: Path) -> list[dict[str, Any]]:
     return frames
 
 
+def skip_unless_installed(launch: Launch) -> None:
+    """An entry for an ACP agent preset (`--agent claude`) starts that agent, which only its
+    user installs (with an npm account, a login): skipped when its program is not here."""
+    args = list(launch.args)
+    name = args[args.index("--agent") + 1] if "--agent" in args[:-1] else None
+    if name in PRESETS and not PRESETS[name].installed():
+        pytest.skip(f"{launch}: {PRESETS[name].candidates[0][0]} is not installed ({PRESETS[name].install})")
+
+
 def check_started(launch: Launch, tmp_path: Path) -> None:
+    skip_unless_installed(launch)
     answers = {f["id"]: f for f in start_session(launch, tmp_path) if "id" in f and "method" not in f}
     assert "result" in answers[1], f"{launch}: initialize failed: {answers[1]}"
     assert answers[1]["result"]["protocolVersion"] == 1

@@ -213,10 +213,10 @@ def test_an_unknown_name_lists_every_known_agent_including_installed_ones(packag
     packages.install("extra-acp", {"extra": f"{packages.module()}:make_agent"})
     with pytest.raises(
         ValueError,
-        match=r"^unknown agent 'claude'; known agents: echo, scripted, python, "
+        match=r"^unknown agent 'cursor'; known agents: echo, scripted, python, "
         r"openai, .*extra.* \(or give module:factory\)$",
     ):
-        create_adapter("claude")
+        create_adapter("cursor")
 
 
 def test_a_module_that_does_not_exist_is_named():

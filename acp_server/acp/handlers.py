@@ -10,15 +10,19 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
 
 import acp_server
 from acp_server.acp.commands import available_commands
+from acp_server.acp.controls import Controls, commands_update
 from acp_server.acp.history import History
 from acp_server.acp.options import (
     MODE_OPTION,
+    agent_modes,
+    agent_option,
     check_mode,
     check_value,
     config_options,
@@ -30,6 +34,7 @@ from acp_server.protocol import methods
 from acp_server.protocol.models import (
     AgentCapabilities,
     AuthenticateParams,
+    AuthMethod,
     EmptyResult,
     Implementation,
     InitializeParams,
@@ -45,6 +50,7 @@ from acp_server.protocol.models import (
     PromptCapabilities,
     PromptParams,
     SessionCapabilities,
+    SessionConfigOption,
     SessionInfo,
     SessionParams,
     SessionStateResult,
@@ -65,7 +71,7 @@ from acp_server.rpc.peer import Peer
 from acp_server.turns.replay import iso
 from acp_server.turns.rich import haui_on
 from acp_server.turns.services import ClientCapabilities
-from adapters.base import AdapterCapabilities, RuntimeAdapter, TurnInput, close_session, open_session
+from adapters.base import AdapterCapabilities, AgentError, RuntimeAdapter, TurnInput, close_session, open_session
 from journal.errors import JournalError
 from journal.redact import redact_text
 from journal.store import Journal
@@ -114,6 +120,13 @@ class AcpAgent:
             client=lambda: self.client,
             commands=self._commands,
             set_mode=self._set_mode,
+        )
+        self.controls = Controls(
+            adapter,
+            notify=self._notify_outbound,
+            options=self._option_list,
+            live=self.sessions.live,
+            commands=self._commands,
         )
 
     def handlers(self) -> dict[str, Handler]:
@@ -169,7 +182,7 @@ class AcpAgent:
                 mcp_capabilities=McpCapabilities(http=caps.mcp_http, sse=caps.mcp_sse),
                 session_capabilities=self._session_capabilities(),
             ),
-            auth_methods=[],
+            auth_methods=[AuthMethod(id=m.id, name=m.name, description=m.description) for m in caps.auth_methods],
             agent_info=Implementation(
                 name="acp-server", title=f"acp-server ({self.adapter.name})", version=acp_server.__version__
             ),
@@ -184,7 +197,14 @@ class AcpAgent:
         )
 
     async def handle_authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
-        parse(AuthenticateParams, params)
+        """An agent below us that asked for authentication runs it; for ours there is none."""
+        request = parse(AuthenticateParams, params)
+        hook = getattr(self.adapter, "authenticate", None)
+        if callable(hook) and any(m.id == request.method_id for m in self.capabilities.auth_methods):
+            try:
+                await anyio.to_thread.run_sync(hook, request.method_id)
+            except AgentError as exc:
+                raise RpcError(INTERNAL_ERROR, str(exc)) from None
         return EmptyResult().wire()
 
     async def on_close(self) -> None:
@@ -209,63 +229,82 @@ class AcpAgent:
             mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers),
             additional_directories=tuple(request.additional_directories or ()),
         )
-        self._announce_commands(session.id)
+        try:
+            await self.controls.offer(session, await self._ready(session))
+        except RpcError:
+            await self.sessions.delete(session.id)  # the editor got no session: none is kept
+            raise
+        self._announce_commands(session)
         self._open(session)
         return NewSessionResult(
             session_id=session.id,
-            modes=modes_state(session.mode),
-            config_options=config_options(self.capabilities, session.mode, session.config, haui=self.options.haui),
+            modes=modes_state(session.mode, session.controls),
+            config_options=self._options(session),
         ).wire()
+
+    def _options(self, session: Session) -> list[SessionConfigOption]:
+        return config_options(
+            self.capabilities, session.mode, session.config, haui=self.options.haui, controls=session.controls
+        )
+
+    def _option_list(self, session: Session) -> list[dict[str, Any]]:
+        return [option.wire() for option in self._options(session)]
 
     def _session_state(self, session: Session) -> dict[str, Any]:
         """`modes` and `configOptions`, as session/load and session/resume answer them."""
         return SessionStateResult(
-            modes=modes_state(session.mode),
-            config_options=config_options(self.capabilities, session.mode, session.config, haui=self.options.haui),
+            modes=modes_state(session.mode, session.controls), config_options=self._options(session)
         ).wire()
 
-    def _announce_commands(self, session_id: str) -> None:
-        update = {
-            "sessionUpdate": "available_commands_update",
-            "availableCommands": [command.wire() for command in self._commands],
-        }
+    def _announce_commands(self, session: Session) -> None:
+        update = commands_update(session, self._commands)
         try:
-            self.peer.spawn(lambda: self.notify_update(session_id, update))
+            self.peer.spawn(lambda: self.notify_update(session.id, update))
         except PeerClosedError:
-            log.info("the client left before the commands of session %s were announced", session_id)
+            log.info("the client left before the commands of session %s were announced", session.id)
 
     async def notify_update(self, session_id: str, update: dict[str, Any]) -> None:
         await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": session_id, "update": update})
 
+    async def _notify_outbound(self, session_id: str, update: dict[str, Any]) -> None:
+        """An update outside any request, to the session's editor (a runner routes it)."""
+        try:
+            await self.prompts.peer.notify(methods.SESSION_UPDATE, {"sessionId": session_id, "update": update})
+        except PeerClosedError:
+            log.info("the client left before an update of session %s was shown", session_id)
+
     async def handle_session_set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(SetModeParams, params)
         session = await self.sessions.get(request.session_id)
-        await self._set_mode(session, check_mode(request.mode_id))
+        if agent_modes(session.controls):
+            await self.controls.set_mode(session, check_mode(request.mode_id, session.controls))
+        else:
+            await self._set_mode(session, check_mode(request.mode_id))
         return EmptyResult().wire()
 
     async def handle_session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(SetConfigOptionParams, params)
         session = await self.sessions.get(request.session_id)
-        value = check_value(self.capabilities, request.config_id, request.value)
-        if request.config_id == MODE_OPTION:
+        value = check_value(self.capabilities, request.config_id, request.value, session.controls)
+        theirs = agent_option(session.controls, request.config_id)
+        if theirs is not None:
+            await self.controls.set_option(session, theirs.id, value)
+        elif request.config_id == MODE_OPTION:
             await self._set_mode(session, value, announce_options=False)
         else:
             session.config[request.config_id] = value
             await self.sessions.save(session, config=dict(session.config))
-        return SetConfigOptionResult(
-            config_options=config_options(self.capabilities, session.mode, session.config, haui=self.options.haui)
-        ).wire()
+        return SetConfigOptionResult(config_options=self._options(session)).wire()
 
     async def _set_mode(self, session: Session, mode: str, *, announce_options: bool = True) -> None:
         """Change the mode, persist it, and tell the client through both mechanisms."""
         session.mode = mode
         await self.sessions.save(session, mode=mode)
-        await self.notify_update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
+        if not agent_modes(session.controls):  # ACP modes are the agent's: ours is only an option
+            await self.notify_update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
         if announce_options:
-            options = config_options(self.capabilities, session.mode, session.config, haui=self.options.haui)
             await self.notify_update(
-                session.id,
-                {"sessionUpdate": "config_option_update", "configOptions": [option.wire() for option in options]},
+                session.id, {"sessionUpdate": "config_option_update", "configOptions": self._option_list(session)}
             )
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -294,7 +333,7 @@ class AcpAgent:
 
     def _reopened(self, session: Session) -> dict[str, Any]:
         """How load and resume end: the commands follow the answer, as after session/new."""
-        self._announce_commands(session.id)
+        self._announce_commands(session)
         self._open(session)
         return self._session_state(session)
 
@@ -314,6 +353,7 @@ class AcpAgent:
         if directories != session.additional_directories:  # the request's list is the whole new list
             session.additional_directories = directories
             await self.sessions.save(session, additional_dirs=directories)
+        await self.controls.offer(session, await self._ready(session))
         return session
 
     async def handle_session_list(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -351,16 +391,27 @@ class AcpAgent:
         self._release(await self.sessions.delete(request.session_id))
         return EmptyResult().wire()
 
-    def _open(self, session: Session) -> None:
-        """Let the adapter get the session ready in a worker thread, without delaying the answer."""
-        ready = TurnInput(
+    async def _ready(self, session: Session) -> TurnInput:
+        """The session's settings and conversation, without a prompt, for the controls hook."""
+        if not self.controls.offered:
+            return self._settings(session)
+        history = await self.sessions.history(session)
+        ready = self._settings(session)
+        return replace(ready, history=tuple(history.messages), transcript=history.transcript())
+
+    def _settings(self, session: Session) -> TurnInput:
+        return TurnInput(
             session.id,
             session.cwd,
             (),
             mcp_servers=session.mcp_servers,
             additional_directories=session.additional_directories,
-            notes=self.prompts.notes(session.id),
+            notes=self.controls.notes(self.prompts.notes(session.id), session.id),
         )
+
+    def _open(self, session: Session) -> None:
+        """Let the adapter get the session ready in a worker thread, without delaying the answer."""
+        ready = self._settings(session)
 
         async def open_() -> None:
             try:

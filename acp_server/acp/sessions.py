@@ -15,6 +15,7 @@ from typing import Any
 from acp_server.rpc.errors import RESOURCE_NOT_FOUND, RpcError
 from acp_server.turns.policy import PermissionMemory
 from acp_server.turns.supervisor import TurnQueue
+from adapters.base import SessionControls
 from adapters.conversation import Conversation
 from journal.redact import redact_text
 from journal.store import Journal, SessionRecord
@@ -34,6 +35,7 @@ class Session:
     queue: TurnQueue = field(default_factory=TurnQueue)
     permissions: PermissionMemory = field(default_factory=PermissionMemory)
     title: str | None = None
+    controls: SessionControls | None = None  # the adapter's own modes, options, commands (acp.controls)
 
     @property
     def roots(self) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp_server.cli.settings import SERVER_OPTIONS, add_server_options
+from acp_server.cli.settings import SERVER_OPTIONS, add_server_options, agent_command_args
 
 if TYPE_CHECKING:
     from acp_server.acp.prompting import AgentOptions
@@ -68,6 +68,9 @@ def runner_config(args: argparse.Namespace) -> dict[str, object]:
         value = config.get(path_option)
         if isinstance(value, str) and value and ":" not in value:
             config[path_option] = os.path.abspath(value)
+    command = agent_command_args(args)
+    if command:
+        config["agent_command"] = command[1:]
     return config
 
 
@@ -79,7 +82,7 @@ def runner_argv(args: argparse.Namespace) -> list[str]:
         value = runner_config(args).get(dest, getattr(args, dest, None))
         if dest != "runner" and value is not None:
             argv += [flag, str(value)]
-    return argv
+    return argv + agent_command_args(args)
 
 
 def run_front(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

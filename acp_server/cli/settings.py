@@ -188,15 +188,31 @@ def add_server_options(parser: argparse.ArgumentParser, *, defaults: bool = True
 
 
 def server_args(args: argparse.Namespace) -> list[str]:
-    """The server options of `args` as command-line flags, to start a server subprocess."""
+    """The server options of `args` as command-line flags, to start a server subprocess (the
+    agent's command after `--` last)."""
     argv: list[str] = []
     for flag, spec in SERVER_OPTIONS:
         value = getattr(args, flag.lstrip("-").replace("-", "_"))
         if value is not None and value != spec.get("default"):
             argv += [flag, str(value)]
-    return argv
+    return argv + agent_command_args(args)
+
+
+def split_agent_command(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
+    """`acp-server [options] --agent acp -- COMMAND [ARGS...]`: the options, and the agent's
+    command (everything after the first `--`, which is not ours to parse)."""
+    if "--" not in argv:
+        return argv, ()
+    at = argv.index("--")
+    return argv[:at], tuple(argv[at + 1 :])
+
+
+def agent_command_args(args: argparse.Namespace) -> list[str]:
+    command: tuple[str, ...] = getattr(args, "agent_command", ())
+    return ["--", *command] if command else []
 
 
 def agent_settings(args: argparse.Namespace) -> dict[str, object]:
     """The server options an agent's factory may take (unset ones are left out by the registry)."""
-    return {"script": args.script, "model": args.model, "base_url": args.base_url}
+    command = getattr(args, "agent_command", ()) or None
+    return {"script": args.script, "model": args.model, "base_url": args.base_url, "command": command}

@@ -16,6 +16,7 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 REQUEST_CANCELLED = -32800
 RESOURCE_NOT_FOUND = -32002
+AUTH_REQUIRED = -32000
 
 SUMMARIZED_PROBLEMS = 3  # a message names this many failing fields; `data` names them all
 

@@ -211,19 +211,20 @@ class ThreadSink:
         title: str | None = None,
         content: Sequence[ToolContent] | None = None,
         raw_output: Any = None,
+        kind: ToolKind | None = None,
+        raw_input: Any = None,
+        locations: Sequence[ToolLocation] | None = None,
     ) -> None:
         if tool_call_id not in self._tools:
             raise ValueError(f"unknown tool call id {tool_call_id!r}: start it with tool_call()")
         if tool_call_id in self._asked:
-            title = None  # what the user decided on keeps its name ("ls" cannot become "rm -rf ~")
-        self._push(
-            ToolCallUpdated(tool_call_id, status, title, None if content is None else tuple(content), raw_output)
-        )
+            # What the user decided on keeps its name and input ("ls" cannot become "rm -rf ~").
+            title, kind, raw_input = None, None, None
+        shown = None if content is None else tuple(content)
+        where = None if locations is None else tuple(locations)
+        self._push(ToolCallUpdated(tool_call_id, status, title, shown, raw_output, where, kind, raw_input))
         # A permission question shows the call as the editor last saw it: a diff included.
-        if content is not None:
-            self._tools[tool_call_id] = replace(self._tools[tool_call_id], content=tuple(content))
-        if title is not None:
-            self._tools[tool_call_id] = replace(self._tools[tool_call_id], title=title)
+        self._tools[tool_call_id] = _changed(self._tools[tool_call_id], title, kind, raw_input, shown, where)
         if status == "in_progress":
             # The tool is about to run: wait until its "dispatched" record is published (and
             # journaled), so a crash can never hide a side effect that happened.
@@ -330,6 +331,21 @@ class ThreadSink:
             asks = list(self._asks)
         for future in asks:
             future.cancel()
+
+
+def _changed(
+    tool: ToolCallStarted,
+    title: str | None,
+    kind: ToolKind | None,
+    raw_input: Any,
+    content: tuple[ToolContent, ...] | None,
+    locations: tuple[ToolLocation, ...] | None,
+) -> ToolCallStarted:
+    """The call as the editor now shows it, after an update's fields that are not None."""
+    changes: dict[str, Any] = {"title": title, "tool_kind": kind, "raw_input": raw_input}
+    changes |= {"content": content, "locations": locations}
+    given = {name: value for name, value in changes.items() if value is not None}
+    return replace(tool, **given) if given else tool
 
 
 async def _published() -> None:

@@ -80,6 +80,10 @@ def _tool_update(event: ToolCallUpdated) -> dict[str, Any]:
         update["rawOutput"] = event.raw_output
     if event.locations is not None:
         update["locations"] = _locations(event.locations)
+    if event.tool_kind is not None:
+        update["kind"] = event.tool_kind
+    if event.raw_input is not None:
+        update["rawInput"] = event.raw_input
     return update
 
 

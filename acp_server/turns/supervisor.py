@@ -118,7 +118,8 @@ class TurnTally:
             self.reply.append(event.text)
         elif isinstance(event, TranscriptSaved):
             self.transcript.append(event)
-        elif isinstance(event, UsageReported):
+        elif isinstance(event, UsageReported) and (event.input_tokens or event.output_tokens):
+            # A report of the context window alone (an ACP agent's usage_update) spends nothing.
             spent = self._tokens or (0, 0)
             self._tokens = (spent[0] + event.input_tokens, spent[1] + event.output_tokens)
             if event.cached_read_tokens is not None:

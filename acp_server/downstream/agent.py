@@ -1,0 +1,341 @@
+"""The agent below as the runtime's event loop drives it: one process at a time (started on
+first use, and again on the first use after it died), and acp-server's sessions at it.
+
+A session is opened at the agent when acp-server's session opens or its first turn starts.
+After acp-server or the agent restarted, it is brought back under the agent's own id (kept in
+our journal as the session's `acp-agent` transcript): `session/resume` when the agent offers
+it, else `session/load`, whose replay is not shown again (the editor has ours). An agent that
+cannot bring it back gets a new session, and the session is marked `forgot` so the next turn
+says that the agent lost its memory of the earlier turns.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio
+from anyio.abc import TaskGroup
+
+from acp_server.downstream import controls as wire_controls
+from acp_server.downstream.client import AgentClient, AgentInfo
+from acp_server.downstream.link import Answered, Inbox
+from acp_server.downstream.process import AgentProcess
+from acp_server.downstream.quirks import AgentQuirks, as_installed, quirks_for
+from acp_server.downstream.sessions import AgentSession, SessionRoute
+from acp_server.protocol import methods
+from acp_server.rpc.errors import AUTH_REQUIRED, INTERNAL_ERROR, PeerClosedError, RequestTimeoutError, RpcError
+from adapters.base import AgentError, AuthRequired, SessionControls, Transcript, TurnInput
+
+log = logging.getLogger(__name__)
+
+FORMAT = "acp-agent"  # the transcript format that keeps the agent's session id
+SESSION_TIMEOUT = 120.0  # seconds for session/new, load and resume (Claude's can take a while)
+CONTROL_TIMEOUT = 30.0  # seconds for set_mode, set_config_option, close and authenticate
+PREVIOUS_PROMPT_WAIT = 30.0  # seconds a prompt waits for the agent to answer a cancelled one
+QUIET = 0.3  # seconds without a replayed update after which a late replay counts as over
+QUIET_LIMIT = 5.0
+EXIT_WAIT = 2.0  # seconds to wait for a dead agent's exit status, for the message
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentCommand:
+    """How to start the agent: acp-server's name for it (`acp`, a preset), its argv, and where
+    that came from (for `doctor`)."""
+
+    name: str
+    argv: tuple[str, ...]
+    source: str = "command line"
+
+
+def saved_session(transcript: Transcript | None, agent: str) -> str | None:
+    """The agent session id our journal keeps for the session, if this agent's."""
+    if transcript is None or transcript.format != FORMAT or not transcript.messages:
+        return None
+    last = transcript.messages[-1]
+    if not isinstance(last, dict):
+        return None
+    kept = cast(Json, last)
+    theirs = kept.get("sessionId")
+    return theirs if kept.get("agent") == agent and isinstance(theirs, str) else None
+
+
+class Downstream:
+    """The agent process and acp-server's sessions at it; every method runs on the loop."""
+
+    def __init__(self, command: AgentCommand, tasks: TaskGroup) -> None:
+        self.command = command
+        self.quirks: AgentQuirks = quirks_for(command.argv)
+        self._tasks = tasks
+        self._client: AgentClient | None = None
+        self._generation = 0
+        self._starting = anyio.Lock()
+        self._stopping = False
+
+    # --- the process ---------------------------------------------------------------------
+
+    async def client(self) -> AgentClient:
+        """The running agent, started when there is none."""
+        async with self._starting:
+            if self._client is not None and not self._client.closed.is_set():
+                return self._client
+            if self._stopping:
+                raise AgentError("acp-server is stopping")
+            self._client = await self._start()
+            return self._client
+
+    async def info(self) -> AgentInfo:
+        client = await self.client()
+        assert client.info is not None  # set by connect
+        return client.info
+
+    async def _start(self) -> AgentClient:
+        label = self.command.name
+        try:
+            process = await AgentProcess.start(await as_installed(self.command.argv))
+        except OSError as exc:
+            raise AgentError(f"cannot start {self.command.argv[0]}: {exc.strerror or exc}") from None
+        client = AgentClient(process, label=label)
+        self._generation += 1
+        generation = self._generation
+        try:
+            info = await client.connect(self._tasks, lambda: self._ended(client, generation))
+        except (RpcError, PeerClosedError, RequestTimeoutError) as exc:
+            await process.stop(linger=True)
+            raise AgentError(f"{label}: the agent did not start ({self._why(client, exc)})") from None
+        self.quirks = quirks_for(self.command.argv, info.name)
+        log.info("%s: started %s %s (pid %d)", label, info.name, info.version, process.pid)
+        return client
+
+    async def _ended(self, client: AgentClient, generation: int) -> None:
+        with anyio.move_on_after(EXIT_WAIT):
+            await client.process.wait()
+        client.process.close_fds()
+        if not self._stopping:
+            log.warning("%s: the agent exited (%s)", self.command.name, _exit_text(client))
+
+    def _why(self, client: AgentClient, exc: BaseException) -> str:
+        if isinstance(exc, RpcError):
+            return exc.message
+        last = client.process.stderr[-1] if client.process.stderr else None
+        return f"it exited: {last}" if last else "it exited before answering initialize"
+
+    async def shutdown(self) -> None:
+        self._stopping = True
+        async with self._starting:
+            if self._client is not None:
+                await self._client.process.stop(linger=self.quirks.has("lingers_after_eof"))
+
+    # --- sessions ------------------------------------------------------------------------
+
+    async def open(self, session: AgentSession, ready: TurnInput) -> SessionControls:
+        """The session at the agent, opened or brought back when it is not there yet."""
+        client = await self.client()
+        if session.theirs is not None and session.generation == self._generation:
+            return session.controls
+        theirs = session.theirs or saved_session(ready.transcript, _name(client))
+        if theirs is not None and await self._restore(client, session, theirs, ready):
+            return session.controls
+        session.forgot = theirs is not None or bool(ready.history)
+        await self._new(client, session, ready)
+        return session.controls
+
+    async def _new(self, client: AgentClient, session: AgentSession, ready: TurnInput) -> None:
+        answer = await self._session_call(client, methods.SESSION_NEW, self._setup(client, session, ready))
+        theirs = _object(answer).get("sessionId")
+        if not isinstance(theirs, str) or not theirs:
+            raise AgentError("the agent answered session/new without a session id")
+        await self._attach(client, session, theirs, answer)
+
+    async def _restore(self, client: AgentClient, session: AgentSession, theirs: str, ready: TurnInput) -> bool:
+        """Bring the agent's session back (its replay goes nowhere); False when it cannot."""
+        info = client.info
+        assert info is not None
+        method = methods.SESSION_RESUME if info.resume else methods.SESSION_LOAD if info.load else None
+        if method is None:
+            return False
+        route = SessionRoute(session)  # in place before the call, so the replay finds no turn
+        client.routes[theirs] = route
+        try:
+            answer = await self._session_call(
+                client, method, {"sessionId": theirs, **self._setup(client, session, ready)}
+            )
+        except AgentError as exc:
+            client.routes.pop(theirs, None)
+            log.info("%s: could not bring back session %s: %s", self.command.name, theirs, exc)
+            return False
+        if not isinstance(answer, dict):  # Hermes answers a load of a session it lost with null
+            client.routes.pop(theirs, None)
+            return False
+        await self._attach(client, session, theirs, answer)
+        if method == methods.SESSION_LOAD and self.quirks.has("replay_after_load"):
+            await _quiet(session)
+        return True
+
+    async def _attach(self, client: AgentClient, session: AgentSession, theirs: str, answer: Any) -> None:
+        if session.theirs is not None and session.theirs != theirs:
+            client.routes.pop(session.theirs, None)
+        session.theirs, session.generation, session.agent = theirs, self._generation, _name(client)
+        session.controls = wire_controls.from_answer(answer, session.controls)
+        if theirs not in client.routes:
+            await client.route(theirs, SessionRoute(session))
+
+    def _setup(self, client: AgentClient, session: AgentSession, ready: TurnInput) -> Json:
+        params: Json = {"cwd": session.cwd, "mcpServers": [_server(s) for s in ready.mcp_servers]}
+        if ready.additional_directories and client.info is not None and client.info.directories:
+            params["additionalDirectories"] = list(ready.additional_directories)
+        return params
+
+    async def _session_call(self, client: AgentClient, method: str, params: Json) -> Any:
+        try:
+            return await client.request(method, params, timeout=SESSION_TIMEOUT)
+        except RpcError as exc:
+            if exc.code == AUTH_REQUIRED:
+                raise AuthRequired(exc.message) from None
+            raise AgentError(f"the agent refused {method}: {exc.message}") from None
+        except (PeerClosedError, RequestTimeoutError) as exc:
+            raise AgentError(f"{method}: {self._why(client, exc)}") from None
+
+    # --- turns ---------------------------------------------------------------------------
+
+    async def prompt(self, session: AgentSession, inbox: Inbox, blocks: tuple[Json, ...]) -> None:
+        """Send the prompt and put the agent's answer in `inbox` last. A session's prompt waits
+        until the agent answered the one before (a cancelled one too), within limits."""
+        waited = False
+        with anyio.move_on_after(PREVIOUS_PROMPT_WAIT):
+            await session.prompting.acquire()
+            waited = True
+        if not waited:
+            log.warning("%s: the agent has not answered the previous prompt; sending the next", self.command.name)
+        if inbox.cancelled or inbox.closed:  # cancelled before it was sent: nothing to send
+            if waited:
+                session.prompting.release()
+            return
+        session.inbox = inbox
+        try:
+            answered = await self._ask_prompt(session, blocks)
+        except BaseException as exc:
+            inbox.put_nowait(Answered(error=exc))
+            raise
+        finally:
+            if session.inbox is inbox:
+                session.inbox = None
+            if waited:
+                session.prompting.release()
+        inbox.put_nowait(answered)
+
+    async def _ask_prompt(self, session: AgentSession, blocks: tuple[Json, ...]) -> Answered:
+        client = await self.client()
+        params = {"sessionId": session.theirs, "prompt": list(blocks)}
+        retry = session.cancelled and self.quirks.has("fails_after_cancel")
+        session.cancelled = False
+        try:
+            try:
+                return Answered(await client.request(methods.SESSION_PROMPT, params))
+            except RpcError as exc:
+                if not (retry and exc.code == INTERNAL_ERROR) or session.cancelled:
+                    raise
+                log.info("%s: the prompt after a cancel failed (%s); sending it again", self.command.name, exc.message)
+                return Answered(await client.request(methods.SESSION_PROMPT, params))
+        except RpcError as exc:
+            return Answered(error=AuthRequired(exc.message) if exc.code == AUTH_REQUIRED else AgentError(exc.message))
+        except PeerClosedError:
+            with anyio.move_on_after(EXIT_WAIT):
+                await client.process.wait()
+            return Answered(
+                error=AgentError(
+                    f"The agent exited during the turn ({_exit_text(client)}); it is started again for the next prompt"
+                )
+            )
+
+    @property
+    def tasks(self) -> TaskGroup:
+        return self._tasks
+
+    async def cancel(self, session: AgentSession) -> None:
+        """Withdraw the prompt the agent is working on (a cancel before it was sent stops it
+        being sent: `prompt` checks the inbox)."""
+        if session.inbox is None or session.theirs is None or self._client is None:
+            return
+        session.cancelled = True
+        await self._client.notify(methods.SESSION_CANCEL, {"sessionId": session.theirs})
+
+    # --- controls ------------------------------------------------------------------------
+
+    async def set_mode(self, session: AgentSession, mode_id: str) -> SessionControls:
+        await self._control(session, methods.SESSION_SET_MODE, {"modeId": mode_id})
+        session.controls = wire_controls.updated(
+            session.controls, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
+        )
+        return session.controls
+
+    async def set_option(self, session: AgentSession, option_id: str, value: str) -> SessionControls:
+        answer = await self._control(
+            session, methods.SESSION_SET_CONFIG_OPTION, {"configId": option_id, "value": value}
+        )
+        session.controls = wire_controls.from_answer(answer, session.controls)
+        return session.controls
+
+    async def _control(self, session: AgentSession, method: str, params: Json) -> Any:
+        client = await self.client()
+        if session.theirs is None or session.generation != self._generation:
+            raise AgentError("the session is not open at the agent")
+        try:
+            return await client.request(method, {"sessionId": session.theirs, **params}, timeout=CONTROL_TIMEOUT)
+        except RpcError as exc:
+            raise AgentError(f"the agent refused {method}: {exc.message}") from None
+        except (PeerClosedError, RequestTimeoutError) as exc:
+            raise AgentError(f"{method}: {self._why(client, exc)}") from None
+
+    async def close(self, session: AgentSession) -> None:
+        client = self._client
+        if client is None or session.theirs is None or session.generation != self._generation:
+            return
+        client.routes.pop(session.theirs, None)
+        if client.info is not None and client.info.close and not client.closed.is_set():
+            with anyio.move_on_after(CONTROL_TIMEOUT):
+                try:
+                    await client.request(methods.SESSION_CLOSE, {"sessionId": session.theirs})
+                except (RpcError, PeerClosedError) as exc:
+                    log.info("%s: session/close: %s", self.command.name, exc)
+
+    async def authenticate(self, method_id: str) -> None:
+        client = await self.client()
+        try:
+            await client.request(methods.AUTHENTICATE, {"methodId": method_id}, timeout=None)
+        except RpcError as exc:
+            raise AgentError(f"authentication failed: {exc.message}") from None
+
+
+async def _quiet(session: AgentSession) -> None:
+    """Wait until the agent has sent nothing for the session for QUIET seconds (at most QUIET_LIMIT)."""
+    with anyio.move_on_after(QUIET_LIMIT):
+        while True:
+            session.heard = anyio.Event()
+            with anyio.move_on_after(QUIET) as idle:
+                await session.heard.wait()
+            if idle.cancelled_caught:
+                return
+
+
+def _server(server: Json) -> Json:
+    """A stdio MCP server as the schema writes it: with no `type` (ours adds `stdio`)."""
+    return {k: v for k, v in server.items() if not (k == "type" and v == "stdio")}
+
+
+def _name(client: AgentClient) -> str:
+    return client.info.name if client.info is not None else client.label
+
+
+def _exit_text(client: AgentClient) -> str:
+    code = client.process.returncode
+    status = "still running" if code is None else f"exit status {code}"
+    last = client.process.stderr[-1] if client.process.stderr else None
+    return f"{status}: {last}" if last else status
+
+
+def _object(value: Any) -> Json:
+    return cast(Json, value) if isinstance(value, dict) else {}

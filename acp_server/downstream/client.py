@@ -1,0 +1,186 @@
+"""acp-server as an ACP client of the agent below: one `Peer` over the agent's pipes.
+
+`AgentClient.connect` runs the peer in the caller's task group and does `initialize`; what the
+agent answered is kept as `AgentInfo`. The agent's own requests and notifications arrive here
+and go to the `Route` of the agent session they name (`routes`); a session nobody routes gets
+a refusal (requests) or nothing (notifications). What the agent is told it may ask: files
+(`fs/*`), form questions, never `terminal/*` (its commands run as its own tools, after asking).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
+
+import anyio
+from anyio.abc import TaskGroup
+
+import acp_server
+from acp_server.downstream.link import unanswerable
+from acp_server.downstream.process import AgentProcess
+from acp_server.protocol import methods
+from acp_server.rpc.dispatch import Dispatcher
+from acp_server.rpc.errors import PeerClosedError
+from acp_server.rpc.peer import Peer
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+INITIALIZE_TIMEOUT = 60.0  # seconds an agent gets to answer initialize (npx may fetch the package first)
+CLIENT_CAPABILITIES: dict[str, Any] = {
+    "fs": {"readTextFile": True, "writeTextFile": True},
+    "terminal": False,
+    "elicitation": {"form": {}},
+}
+# The agent's requests that a turn answers (session/update is a notification).
+ASKS = (
+    methods.REQUEST_PERMISSION,
+    methods.FS_READ_TEXT_FILE,
+    methods.FS_WRITE_TEXT_FILE,
+    methods.ELICITATION_CREATE,
+)
+# What an agent sends about a session that is not routed yet, kept until it is (a few of them).
+EARLY_UPDATES = frozenset({"available_commands_update", "current_mode_update", "config_option_update"})
+EARLY_SESSIONS = 16
+EARLY_UPDATES_KEPT = 16
+
+Json = dict[str, Any]
+
+
+class Route(Protocol):
+    """Where one agent session's traffic goes (its turn, or the session between turns)."""
+
+    async def update(self, update: Json) -> None: ...
+    async def ask(self, method: str, params: Json) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AgentInfo:
+    """What the agent said about itself in `initialize`, read tolerantly (bad parts are absent)."""
+
+    name: str
+    version: str
+    load: bool
+    resume: bool
+    close: bool
+    directories: bool
+    image: bool
+    audio: bool
+    embedded_context: bool
+    mcp_http: bool
+    mcp_sse: bool
+    auth_methods: tuple[Json, ...] = field(default=())
+
+    @classmethod
+    def from_wire(cls, result: Any) -> AgentInfo:
+        answer = _object(result)
+        caps, info = _object(answer.get("agentCapabilities")), _object(answer.get("agentInfo"))
+        prompt, mcp = _object(caps.get("promptCapabilities")), _object(caps.get("mcpCapabilities"))
+        sessions = _object(caps.get("sessionCapabilities"))
+        methods_ = answer.get("authMethods")
+        auth = tuple(_auth_method(m) for m in cast(list[Any], methods_)) if isinstance(methods_, list) else ()
+        return cls(
+            name=str(info.get("name") or "agent"),
+            version=str(info.get("version") or ""),
+            load=caps.get("loadSession") is True,
+            resume=isinstance(sessions.get("resume"), dict),
+            close=isinstance(sessions.get("close"), dict),
+            directories=isinstance(sessions.get("additionalDirectories"), dict),
+            image=prompt.get("image") is True,
+            audio=prompt.get("audio") is True,
+            embedded_context=prompt.get("embeddedContext") is True,
+            mcp_http=mcp.get("http") is True,
+            mcp_sse=mcp.get("sse") is True,
+            auth_methods=tuple(m for m in auth if m),
+        )
+
+
+class AgentClient:
+    """The connection to one agent process; `closed` is set once it has ended."""
+
+    def __init__(self, process: AgentProcess, *, label: str) -> None:
+        self.process = process
+        self.label = label
+        self.peer = Peer()
+        self.routes: dict[str, Route] = {}
+        self._early: dict[str, list[Json]] = {}  # updates of sessions not routed yet
+        self.info: AgentInfo | None = None
+        self.closed = anyio.Event()
+
+    async def connect(self, tasks: TaskGroup, on_close: Callable[[], Awaitable[None]]) -> AgentInfo:
+        """Serve the connection in `tasks` and initialize it; `on_close` runs once it ends."""
+
+        async def serve() -> None:
+            try:
+                await self.peer.run(self.process.frames, self.process.writer, self._dispatcher())
+            finally:
+                self.closed.set()
+                await on_close()
+
+        tasks.start_soon(serve)
+        tasks.start_soon(self.process.log_stderr, self.label)
+        params = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "clientCapabilities": CLIENT_CAPABILITIES,
+            "clientInfo": {"name": "acp-server", "version": acp_server.__version__},
+        }
+        self.info = AgentInfo.from_wire(await self.request(methods.INITIALIZE, params, timeout=INITIALIZE_TIMEOUT))
+        return self.info
+
+    async def request(self, method: str, params: Json, *, timeout: float | None = None) -> Any:
+        """The agent's answer; `RpcError` as it answered, `PeerClosedError` once it is gone."""
+        if self.closed.is_set():
+            raise PeerClosedError(f"{method}: the agent has exited")
+        return await self.peer.request(method, params, timeout=timeout)
+
+    async def notify(self, method: str, params: Json) -> None:
+        if not self.closed.is_set():
+            await self.peer.notify(method, params)
+
+    def _dispatcher(self) -> Dispatcher:
+        table: dict[str, Callable[[Json], Awaitable[Any]]] = {methods.SESSION_UPDATE: self._update}
+        table |= {method: self._asker(method) for method in ASKS}
+        return Dispatcher(table)
+
+    async def route(self, session_id: str, route: Route) -> None:
+        """Send the agent session's traffic to `route`, beginning with what came before it."""
+        self.routes[session_id] = route
+        for update in self._early.pop(session_id, []):
+            await route.update(update)
+
+    async def _update(self, params: Json) -> None:
+        session_id, update = str(params.get("sessionId")), params.get("update")
+        if not isinstance(update, dict):
+            return
+        route = self.routes.get(session_id)
+        if route is not None:
+            await route.update(cast(Json, update))
+        elif cast(Json, update).get("sessionUpdate") in EARLY_UPDATES:
+            # Sent right after the session/new answer, before the route is in place (commands).
+            early = self._early.setdefault(session_id, [])
+            if len(self._early) <= EARLY_SESSIONS and len(early) < EARLY_UPDATES_KEPT:
+                early.append(cast(Json, update))
+        else:
+            log.debug("%s: dropped an update for no open session", self.label)
+
+    def _asker(self, method: str) -> Callable[[Json], Awaitable[Any]]:
+        async def ask(params: Json) -> Any:
+            route = self.routes.get(str(params.get("sessionId")))
+            return await route.ask(method, params) if route is not None else unanswerable(method)
+
+        return ask
+
+
+def _object(value: Any) -> Json:
+    return cast(Json, value) if isinstance(value, dict) else {}
+
+
+def _auth_method(value: Any) -> Json:
+    """An auth method as the editor may be shown it: `id` and `name` are required."""
+    method = _object(value)
+    if not isinstance(method.get("id"), str) or not isinstance(method.get("name"), str):
+        return {}
+    # A terminal method re-runs the editor's command for us with extra arguments: not ours to offer.
+    return method if method.get("type", "agent") == "agent" else {}

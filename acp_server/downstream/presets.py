@@ -1,0 +1,133 @@
+"""The agents `--agent` names that are ACP agents: `acp` (the command after `--`) and the
+presets, which start a known package with its documented command.
+
+A preset's command is the first of its candidates whose program is installed, unless the
+config file says otherwise (`[agents.NAME] command = [...]`, or a string split as a shell
+would) or a command follows `--`. A missing command is a one-line start-up error that names
+it and how to install it. The registry points at these factories by name: importing this module
+costs nothing until an ACP agent is asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from acp_server.downstream.agent import AgentCommand
+from acp_server.downstream.runtime import AcpRuntime
+from adapters.openai.config import config_path, shorten_home
+
+SECTION = "agents"
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    name: str
+    candidates: tuple[tuple[str, ...], ...]  # the first whose program is installed is used
+    install: str  # how to get it, for the message when none is
+
+    def installed(self) -> bool:
+        """Whether the agent's own program (not a package runner) is installed."""
+        return shutil.which(self.candidates[0][0]) is not None
+
+
+PRESETS: Mapping[str, Preset] = {
+    preset.name: preset
+    for preset in (
+        Preset(
+            "claude",
+            (("claude-agent-acp",), ("npx", "-y", "@zed-industries/claude-agent-acp")),
+            "npm install -g @zed-industries/claude-agent-acp (Node.js), then sign in with `claude` once",
+        ),
+        Preset(
+            "codex",
+            (("codex-acp",), ("npx", "-y", "@zed-industries/codex-acp")),
+            "npm install -g @zed-industries/codex-acp (Node.js), then sign in with `codex login` once",
+        ),
+        Preset("gemini", (("gemini", "--acp"),), "npm install -g @google/gemini-cli (Node.js)"),
+        Preset(
+            "fast-agent",
+            (("fast-agent", "acp", "--shell"), ("uvx", "fast-agent-mcp", "acp", "--shell")),
+            "uv tool install fast-agent-mcp (or pip install fast-agent-mcp)",
+        ),
+        Preset("hermes-acp", (("hermes", "acp"), ("hermes-acp",)), "pip install 'hermes-agent[acp]'"),
+    )
+}
+
+
+def acp_agent(command: Sequence[str] | None = None) -> AcpRuntime:
+    """`--agent acp -- COMMAND [ARGS...]`: any agent that speaks ACP on stdio."""
+    if not command:
+        raise ValueError(
+            "the acp agent needs the agent's command after `--`: acp-server --agent acp -- COMMAND [ARGS...]"
+        )
+    return AcpRuntime(AgentCommand("acp", _found(tuple(command), hint=None)))
+
+
+def preset_agent(name: str, command: Sequence[str] | None = None) -> AcpRuntime:
+    """The preset `name`, with `command` (after `--`) or the config file's in place of its own."""
+    preset = PRESETS[name]
+    if command:
+        return AcpRuntime(AgentCommand(name, _found(tuple(command), hint=preset.install)))
+    if chosen := configured(name):
+        return AcpRuntime(AgentCommand(name, _found(chosen, hint=preset.install), f"config file [{SECTION}.{name}]"))
+    for candidate in preset.candidates:
+        if shutil.which(candidate[0]) is not None:
+            return AcpRuntime(AgentCommand(name, candidate, "preset"))
+    programs = " or ".join(f"`{c[0]}`" for c in preset.candidates)
+    raise ValueError(f"agent {name!r}: {programs} not found on PATH; install it: {preset.install}")
+
+
+def configured(name: str, env: Mapping[str, str] = os.environ) -> tuple[str, ...] | None:
+    """`[agents.NAME] command` of the config file: a list of words, or a shell-like string."""
+    path = config_path(env)
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"config file {shorten_home(path)}: {exc}") from None
+    section = _table(_table(data).get(SECTION)).get(name)
+    if section is None:
+        return None
+    command = _table(section).get("command")
+    if isinstance(command, str) and command.strip():
+        return tuple(shlex.split(command))
+    if isinstance(command, list) and command and all(isinstance(w, str) and w for w in cast(list[Any], command)):
+        return tuple(cast(list[str], command))
+    raise ValueError(
+        f"config file {shorten_home(path)}: [{SECTION}.{name}] command must be a list of words or a command line"
+    )
+
+
+def _found(argv: tuple[str, ...], *, hint: str | None) -> tuple[str, ...]:
+    if shutil.which(argv[0]) is None:
+        how = f"; install it: {hint}" if hint else ""
+        raise ValueError(f"the agent's command {argv[0]!r} was not found{how}")
+    return argv
+
+
+def _table(value: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def _factory(name: str) -> Callable[..., AcpRuntime]:
+    def make(command: Sequence[str] | None = None) -> AcpRuntime:
+        return preset_agent(name, command)
+
+    make.__name__ = make.__qualname__ = name.replace("-", "_")
+    make.__doc__ = f"The {name} preset: {' '.join(PRESETS[name].candidates[0])}."
+    return make
+
+
+claude = _factory("claude")
+codex = _factory("codex")
+gemini = _factory("gemini")
+fast_agent = _factory("fast-agent")
+hermes_acp = _factory("hermes-acp")

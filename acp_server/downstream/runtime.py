@@ -1,0 +1,312 @@
+"""`AcpRuntime`: any ACP agent as a `RuntimeAdapter`, acp-server being its client.
+
+The agent's connection lives on an event loop of the runtime's own, in a daemon thread that
+lasts as long as acp-server (the keeper's parent-death signal is tied to the thread that
+started it); the server's worker threads reach it through a portal. A turn opens (or brings
+back) the session at the agent, sends the prompt, and serves the turn's link in its worker
+thread: the agent's updates become sink reports, its requests sink asks (each answered in a
+thread of its own), until the agent answers the prompt or the turn is cancelled.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import shlex
+import shutil
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.from_thread import BlockingPortal
+
+from acp_server.downstream import asks
+from acp_server.downstream.agent import FORMAT, AgentCommand, Downstream
+from acp_server.downstream.link import Answered, Ask, Cancelled, Inbox, Update
+from acp_server.downstream.sessions import AgentSession
+from acp_server.downstream.updates import ToolCalls, apply
+from acp_server.rpc.errors import RpcError
+from adapters.base import (
+    AdapterCapabilities,
+    AgentError,
+    AuthMethod,
+    Health,
+    SessionControls,
+    Sink,
+    TurnCancelled,
+    TurnInput,
+)
+from adapters.events import STOP_REASONS, StopReason
+
+log = logging.getLogger(__name__)
+
+CANCEL_LATENCY = 1.0
+FORGOT_NOTICE = "The agent had lost its memory of this session's earlier turns: it starts afresh from here."
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """The runtime's event loop in a daemon thread, with a portal into it."""
+
+    def __init__(self, name: str) -> None:
+        self._ready = threading.Event()
+        self._portal: BlockingPortal | None = None
+        self._tasks: TaskGroup | None = None
+        threading.Thread(target=anyio.run, args=(self._main,), name=name, daemon=True).start()
+        self._ready.wait()
+
+    async def _main(self) -> None:
+        async with BlockingPortal() as portal, anyio.create_task_group() as tasks:
+            self._portal, self._tasks = portal, tasks
+            self._ready.set()
+            await portal.sleep_until_stopped()
+            tasks.cancel_scope.cancel()
+
+    @property
+    def tasks(self) -> TaskGroup:
+        assert self._tasks is not None
+        return self._tasks
+
+    def call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
+        assert self._portal is not None
+        return self._portal.call(func, *args)
+
+    def spawn(self, func: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Start `func` on the loop without waiting (safe from the server's own loop)."""
+        assert self._portal is not None
+        self._portal.start_task_soon(func, *args)
+
+
+class AcpRuntime:
+    """An ACP agent started from `command`, one process for every session of acp-server."""
+
+    def __init__(self, command: AgentCommand) -> None:
+        self.name = command.name
+        self.command = command
+        self._lock = threading.Lock()
+        self._loop: LoopThread | None = None
+        self._downstream: Downstream | None = None
+        self._capabilities: AdapterCapabilities | None = None
+        self._sessions: dict[str, AgentSession] = {}
+
+    # --- the loop and the agent --------------------------------------------------------------
+
+    def _agent(self) -> tuple[LoopThread, Downstream]:
+        with self._lock:
+            if self._loop is None or self._downstream is None:
+                self._loop = LoopThread(f"acp-agent-{self.name}")
+                self._downstream = Downstream(self.command, self._loop.tasks)
+                atexit.register(self.close)
+            return self._loop, self._downstream
+
+    def _call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
+        loop, _ = self._agent()
+        return loop.call(func, *args)
+
+    def close(self) -> None:
+        """Stop the agent (its whole process group) and the loop; safe to call twice."""
+        with self._lock:
+            loop, downstream, self._loop, self._downstream = self._loop, self._downstream, None, None
+        if loop is not None and downstream is not None:
+            try:
+                loop.call(downstream.shutdown)
+            except Exception:
+                log.warning("%s: stopping the agent failed", self.name, exc_info=True)
+
+    # --- RuntimeAdapter ------------------------------------------------------------------
+
+    def capabilities(self) -> AdapterCapabilities:
+        """What the agent said it can do (it is started for this, once); conservative when it
+        would not start: the first session then says why."""
+        if self._capabilities is None:
+            _, downstream = self._agent()
+            try:
+                info = self._call(downstream.info)
+            except AgentError as exc:
+                log.error("%s", exc)
+                self._capabilities = AdapterCapabilities(cancel_latency=CANCEL_LATENCY)
+            else:
+                self._capabilities = AdapterCapabilities(
+                    image=info.image,
+                    audio=info.audio,
+                    embedded_context=info.embedded_context,
+                    mcp_http=info.mcp_http,
+                    mcp_sse=info.mcp_sse,
+                    cancel_latency=CANCEL_LATENCY,
+                    auth_methods=tuple(_auth_method(m) for m in info.auth_methods),
+                )
+        return self._capabilities
+
+    def health(self) -> Health:
+        shown = shlex.join(self.command.argv)
+        if shutil.which(self.command.argv[0]) is None:
+            return Health(False, f"{self.command.argv[0]} is not on PATH")
+        return Health(True, f"runs {shown} (started with the server)", {"command": (shown, self.command.source)})
+
+    def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
+        _, downstream = self._agent()
+        session = self._session(turn)
+        inbox = self._call(self._begin, downstream, session, turn)
+        session.turn = inbox
+        try:
+            self._remember(session, sink)
+            if session.forgot:
+                session.forgot = False
+                _say(sink, turn, FORGOT_NOTICE)
+            self._call(self._start_prompt, downstream, session, inbox, turn.prompt)
+            return _serve(inbox, sink)
+        finally:
+            session.turn = None
+            inbox.close()
+
+    def cancel(self, session_id: str) -> None:
+        session = self._sessions.get(session_id)
+        turn = session.turn if session is not None else None
+        if session is None or turn is None:
+            return
+        turn.cancel()
+        loop, downstream = self._agent()
+        loop.spawn(downstream.cancel, session)
+
+    # --- session hooks -------------------------------------------------------------------
+
+    def session_controls(self, ready: TurnInput) -> SessionControls:
+        """Open (or bring back) the session at the agent before the editor is answered."""
+        _, downstream = self._agent()
+        session = self._session(ready)
+        session.notes = ready.notes
+        return self._call(downstream.open, session, ready)
+
+    def set_session_mode(self, session_id: str, mode_id: str) -> SessionControls:
+        _, downstream = self._agent()
+        return self._call(downstream.set_mode, self._known(session_id), mode_id)
+
+    def set_session_option(self, session_id: str, option_id: str, value: str) -> SessionControls:
+        _, downstream = self._agent()
+        return self._call(downstream.set_option, self._known(session_id), option_id, value)
+
+    def close_session(self, session_id: str) -> None:
+        session = self._sessions.pop(session_id, None)
+        if session is not None and self._downstream is not None:
+            self._call(self._downstream.close, session)
+
+    def authenticate(self, method_id: str) -> None:
+        _, downstream = self._agent()
+        self._call(downstream.authenticate, method_id)
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _session(self, turn: TurnInput) -> AgentSession:
+        with self._lock:
+            session = self._sessions.get(turn.session_id)
+            if session is None:
+                session = self._sessions[turn.session_id] = AgentSession(turn.session_id, turn.cwd)
+            return session
+
+    def _known(self, session_id: str) -> AgentSession:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise AgentError("the session is not open at the agent")
+        return session
+
+    @staticmethod
+    async def _begin(downstream: Downstream, session: AgentSession, turn: TurnInput) -> Inbox:
+        await downstream.open(session, turn)
+        return Inbox()
+
+    @staticmethod
+    async def _start_prompt(
+        downstream: Downstream, session: AgentSession, inbox: Inbox, blocks: tuple[dict[str, Any], ...]
+    ) -> None:
+        async def run() -> None:
+            try:
+                await downstream.prompt(session, inbox, blocks)
+            except Exception:
+                log.exception("the prompt to the agent failed")
+
+        downstream.tasks.start_soon(run)
+
+    @staticmethod
+    def _remember(session: AgentSession, sink: Sink) -> None:
+        """Keep the agent's session id in our journal, so a restarted acp-server finds it."""
+        if session.theirs is not None and session.saved != session.theirs:
+            sink.save_transcript(FORMAT, [{"agent": session.agent, "sessionId": session.theirs}], base=True)
+            session.saved = session.theirs
+
+
+def _serve(inbox: Inbox, sink: Sink) -> StopReason:
+    """The turn in its worker thread: the link's items, in order, until the agent answers."""
+    tools = ToolCalls(sink)
+    while True:
+        item = inbox.get()
+        if isinstance(item, Update):
+            apply(item.update, sink, tools)
+        elif isinstance(item, Ask):
+            _answer(item, sink, tools)
+        elif isinstance(item, Cancelled):
+            raise TurnCancelled("the turn was cancelled")
+        else:
+            return _stop_reason(item, sink)
+
+
+def _answer(item: Ask, sink: Sink, tools: ToolCalls) -> None:
+    try:
+        prepared = asks.prepare(item.method, item.params, tools)
+    except RpcError as exc:
+        item.reply.error(exc)
+        return
+
+    def work() -> None:
+        try:
+            item.reply.result(asks.answer(prepared, sink))
+        except RpcError as exc:
+            item.reply.error(exc)
+        except Exception as exc:
+            log.exception("answering the agent's %s failed", item.method)
+            item.reply.error(exc)
+
+    threading.Thread(target=work, name=f"agent-ask-{item.method}", daemon=True).start()
+
+
+def _stop_reason(answered: Answered, sink: Sink) -> StopReason:
+    if answered.error is not None:
+        if isinstance(answered.error, AgentError):
+            raise answered.error
+        raise AgentError(f"the agent failed: {answered.error}")
+    answer: Any = answered.result
+    result = cast(dict[str, Any], answer) if isinstance(answer, dict) else {}
+    usage = result.get("usage")
+    if isinstance(usage, dict):
+        _usage(cast(dict[str, Any], usage), sink)
+    reason = result.get("stopReason")
+    if not isinstance(reason, str) or reason == "cancelled" or reason not in STOP_REASONS:
+        log.warning("the agent ended its turn with %r; counted as end_turn", reason)
+        return "end_turn"
+    return cast(StopReason, reason)
+
+
+def _usage(usage: dict[str, Any], sink: Sink) -> None:
+    tokens = {key: usage.get(key) for key in ("inputTokens", "outputTokens", "cachedReadTokens")}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in tokens.values() if v is not None):
+        return
+    sink.usage(
+        input_tokens=tokens["inputTokens"] or 0,
+        output_tokens=tokens["outputTokens"] or 0,
+        cached_read_tokens=tokens["cachedReadTokens"],
+    )
+
+
+def _say(sink: Sink, turn: TurnInput, text: str) -> None:
+    """A notice when the editor shows them, else a line of the reply."""
+    if turn.editor.notices:
+        sink.notice(text, severity="warning")
+    else:
+        sink.text(f"_{text}_\n\n")
+
+
+def _auth_method(method: dict[str, Any]) -> AuthMethod:
+    description = method.get("description")
+    return AuthMethod(method["id"], method["name"], description if isinstance(description, str) else None)

@@ -1,0 +1,233 @@
+"""The agent's `session/update`s of a turn, reported through the sink as a built-in agent would.
+
+The agent's words are untrusted input: every field is read tolerantly (what does not fit is
+left out, never fails the turn). Tool calls keep the agent's ids where the sink accepts them;
+a call the agent updates before announcing it (or names only in a permission question) is
+started from what is known. Updates about the session rather than the turn (modes, options,
+commands) are the session's (`SessionState`), whichever turn they arrive in.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, cast
+
+from adapters.base import Sink
+from adapters.events import (
+    TOOL_KINDS,
+    DiffContent,
+    Location,
+    PlanEntry,
+    TextContent,
+    ToolContent,
+    ToolKind,
+    ToolLocation,
+    ToolStatus,
+)
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+STATUSES = frozenset({"pending", "in_progress", "completed", "failed"})
+SESSION_UPDATES = frozenset({"available_commands_update", "current_mode_update", "config_option_update"})
+PLAN_STATUSES = frozenset({"pending", "in_progress", "completed"})
+PRIORITIES = frozenset({"high", "medium", "low"})
+
+
+class ToolCalls:
+    """The agent's tool call ids and ours (the same unless the sink had to pick another), and
+    which calls are still open (started, neither running nor done)."""
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+        self._ids: dict[str, str] = {}
+        self._open: dict[str, ToolKind] = {}  # our id -> its kind, in the order started
+
+    def ours(self, theirs: str) -> str | None:
+        return self._ids.get(theirs)
+
+    def question(self, call: Json) -> str:
+        """The call a permission question is about. An agent may ask about an id it never
+        announced (Hermes does: `perm-check-1` for its visible `terminal` call): the question
+        is then about the one open call of that kind, which takes the question's fields, so
+        the user decides on the call they see; with none or several, the question's own call
+        is started."""
+        theirs = str(call.get("toolCallId") or "")
+        kind = _kind(call.get("kind"))
+        candidates = [ours for ours, known in self._open.items() if kind in (None, "other", known)]
+        if self.ours(theirs) is None and len(candidates) == 1:
+            self._ids[theirs] = candidates[0]
+            self.change(candidates[0], call)
+            return candidates[0]
+        return self.update(call)
+
+    def start(self, call: Json) -> str:
+        """Start the call `call` describes (a `tool_call` or the `toolCall` of a question)."""
+        theirs = str(call.get("toolCallId") or "")
+        ours = self._sink.tool_call(
+            _text(call.get("title")) or "Tool call",
+            kind=_kind(call.get("kind")) or "other",
+            raw_input=call.get("rawInput"),
+            locations=_locations(call.get("locations")) or (),
+            tool_call_id=theirs or None,
+        )
+        if theirs:
+            self._ids[theirs] = ours
+        self._open[ours] = _kind(call.get("kind")) or "other"
+        if call.get("status") != "pending":  # a start is pending already
+            self.change(ours, call, started=True)
+        return ours
+
+    def update(self, call: Json) -> str:
+        """Apply a `tool_call_update` (or a question's `toolCall`); returns our id."""
+        ours = self.ours(str(call.get("toolCallId") or ""))
+        if ours is None:
+            return self.start(call)
+        self.change(ours, call)
+        return ours
+
+    def change(self, ours: str, call: Json, *, started: bool = False) -> None:
+        fields: dict[str, Any] = {
+            "status": _status(call.get("status")),
+            "content": _contents(call.get("content")),
+            "raw_output": call.get("rawOutput"),
+        }
+        if not started:  # a start already carried these
+            fields |= {
+                "title": _text(call.get("title")),
+                "kind": _kind(call.get("kind")),
+                "raw_input": call.get("rawInput"),
+                "locations": _locations(call.get("locations")),
+            }
+        if fields["status"] not in (None, "pending"):
+            self._open.pop(ours, None)
+        if any(value is not None for value in fields.values()):
+            self._sink.tool_update(ours, **fields)
+
+
+def apply(update: Json, sink: Sink, tools: ToolCalls) -> None:
+    """Report one update of the turn (the session's own updates never come here)."""
+    kind = update.get("sessionUpdate")
+    if kind == "agent_message_chunk":
+        sink.text(_block_text(update.get("content")))
+    elif kind == "agent_thought_chunk":
+        sink.thought(_block_text(update.get("content")))
+    elif kind == "tool_call":
+        tools.update(update) if tools.ours(str(update.get("toolCallId"))) else tools.start(update)
+    elif kind == "tool_call_update":
+        tools.update(update)
+    elif kind == "plan":
+        sink.plan(_plan(update.get("entries")))
+    elif kind == "usage_update":
+        _usage(update, sink)
+    elif kind == "session_info_update":
+        if title := _text(update.get("title")):
+            sink.title(title)
+    else:  # user_message_chunk (an agent echoing a prompt), and kinds from later versions
+        log.debug("agent update %r not reported", kind)
+
+
+def _usage(update: Json, sink: Sink) -> None:
+    used, size = update.get("used"), update.get("size")
+    if not _count(used) or not _count(size):
+        return
+    cost = _object(update.get("cost"))
+    amount = cost.get("amount") if cost.get("currency") == "USD" else None
+    sink.usage(
+        context_used=cast(int, used),
+        context_size=cast(int, size),
+        cost_usd=float(amount) if isinstance(amount, int | float) and not isinstance(amount, bool) else None,
+    )
+
+
+def _plan(value: Any) -> list[PlanEntry]:
+    entries: list[PlanEntry] = []
+    for item in _list(value):
+        entry = _object(item)
+        content = _text(entry.get("content"))
+        if content is None:
+            continue
+        status, priority = entry.get("status"), entry.get("priority")
+        entries.append(
+            PlanEntry(
+                content,
+                status if status in PLAN_STATUSES else "pending",
+                priority if priority in PRIORITIES else "medium",
+            )
+        )
+    return entries
+
+
+def _block_text(value: Any) -> str:
+    """A content block as text: text itself, a link's URI, an embedded text resource; other
+    kinds (images, audio) as a short marker, since text is all the sink carries."""
+    block = _object(value)
+    kind = block.get("type")
+    if kind == "text":
+        return _text(block.get("text")) or ""
+    if kind == "resource_link":
+        return _text(block.get("uri")) or ""
+    if kind == "resource":
+        return _text(_object(block.get("resource")).get("text")) or ""
+    return f"[{kind}]" if isinstance(kind, str) and kind in ("image", "audio") else ""
+
+
+def _contents(value: Any) -> tuple[ToolContent, ...] | None:
+    if not isinstance(value, list):
+        return None
+    found: list[ToolContent] = []
+    for item in cast(list[Any], value):
+        content = _object(item)
+        if content.get("type") == "content":
+            text = _block_text(content.get("content"))
+            if text:
+                found.append(TextContent(text))
+        elif content.get("type") == "diff" and _absolute(content.get("path")):
+            new, old = content.get("newText"), content.get("oldText")
+            if isinstance(new, str):
+                found.append(DiffContent(cast(str, content["path"]), new, old if isinstance(old, str) else None))
+        # `terminal` content names a terminal of ours, and the agent was offered none.
+    return tuple(found)
+
+
+def _locations(value: Any) -> tuple[ToolLocation, ...] | None:
+    if not isinstance(value, list):
+        return None
+    found: list[ToolLocation] = []
+    for item in cast(list[Any], value):
+        place = _object(item)
+        path, line = place.get("path"), place.get("line")
+        if _absolute(path):
+            found.append(
+                Location(cast(str, path), line if isinstance(line, int) and _count(line) and line > 0 else None)
+            )
+    return tuple(found)
+
+
+def _kind(value: Any) -> ToolKind | None:
+    return cast(ToolKind, value) if isinstance(value, str) and value in TOOL_KINDS else None
+
+
+def _status(value: Any) -> ToolStatus | None:
+    return cast(ToolStatus, value) if isinstance(value, str) and value in STATUSES else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _absolute(value: Any) -> bool:
+    return isinstance(value, str) and os.path.isabs(value)
+
+
+def _object(value: Any) -> Json:
+    return cast(Json, value) if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return cast(list[Any], value) if isinstance(value, list) else []

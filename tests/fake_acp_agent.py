@@ -1,0 +1,302 @@
+"""A small ACP agent for the tests of agents below acp-server: real JSON-RPC over stdio, its
+sessions kept in a file (so a restarted agent can load them), and the misbehaviours of
+released agents switched on by flags (see `main`). It answers every prompt with what it
+remembers of the session, so a test can tell whether a restored session kept its memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+MODES = {
+    "currentModeId": "default",
+    "availableModes": [
+        {"id": "default", "name": "Default", "description": "Asks before edits"},
+        {"id": "plan", "name": "Plan", "description": "Plans, changes nothing"},
+    ],
+}
+
+
+def config_options(model: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": "mode",
+            "name": "Mode",
+            "category": "mode",
+            "type": "select",
+            "currentValue": "default",
+            "options": [{"value": "default", "name": "Default"}, {"value": "plan", "name": "Plan"}],
+        },
+        {
+            "id": "model",
+            "name": "Model",
+            "category": "model",
+            "type": "select",
+            "currentValue": model,
+            "options": [
+                {"group": "fast", "name": "Fast", "options": [{"value": "small", "name": "Small"}]},
+                {"value": "large", "name": "Large"},
+            ],
+        },
+    ]
+
+
+COMMANDS = [
+    {"name": "compact", "description": "Compact the conversation"},
+    {"name": "review", "description": "Review changes", "input": {"hint": "path"}},
+]
+
+
+class Agent:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.store = Path(args.store)
+        self.sessions: dict[str, list[str]] = json.loads(self.store.read_text()) if self.store.exists() else {}
+        self.lock = threading.Lock()
+        self.cancels: dict[str, threading.Event] = {}
+        self.cancelled_last: set[str] = set()
+        self.authed = False
+        self.model = "large"
+        self.next_id = 1000
+        self.answers: dict[int, threading.Event] = {}
+        self.results: dict[int, Any] = {}
+        self.replayed = threading.Event()
+        self.replayed.set()
+
+    def send(self, message: dict[str, Any]) -> None:
+        with self.lock:
+            sys.stdout.write(json.dumps(message) + "\n")
+            sys.stdout.flush()
+
+    def notify(self, sid: str, update: dict[str, Any]) -> None:
+        self.send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
+
+    def ask(self, method: str, params: dict[str, Any]) -> Any:
+        with self.lock:
+            self.next_id += 1
+            rid = self.next_id
+            self.answers[rid] = threading.Event()
+        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        self.answers[rid].wait(60)
+        return self.results.pop(rid, None)
+
+    def save(self) -> None:
+        self.store.write_text(json.dumps(self.sessions))
+
+    def state(self) -> dict[str, Any]:
+        if not self.args.modes:
+            return {}
+        return {"modes": MODES, "configOptions": config_options(self.model)}
+
+    # --- methods -------------------------------------------------------------------------
+
+    def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        caps: dict[str, Any] = {"loadSession": not self.args.no_load, "promptCapabilities": {"image": True}}
+        if self.args.resume:
+            caps["sessionCapabilities"] = {"resume": {}}
+        result: dict[str, Any] = {
+            "protocolVersion": 1,
+            "agentCapabilities": caps,
+            "agentInfo": {"name": self.args.name, "version": "1.0"},
+        }
+        if self.args.auth:
+            result["authMethods"] = [{"id": "login", "name": "Log in", "description": "Opens a browser"}]
+        return result
+
+    def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.authed = params.get("methodId") == "login"
+        return {}
+
+    def session_new(self, params: dict[str, Any]) -> Any:
+        if self.args.auth and not self.authed:
+            raise Failure(-32000, "Authentication required: log in first")
+        sid = f"fake-{uuid.uuid4().hex[:8]}"
+        self.sessions[sid] = []
+        self.save()
+        return {"sessionId": sid, **self.state()}
+
+    def session_load(self, params: dict[str, Any], *, replay: bool = True) -> Any:
+        sid = params["sessionId"]
+        if sid not in self.sessions:
+            raise Failure(-32002, "Session not found")
+        if replay and not self.args.late_replay:
+            self.replay(sid)
+        return {**self.state()}
+
+    def replay(self, sid: str) -> None:
+        for prompt in self.sessions[sid]:
+            self.notify(sid, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": prompt}})
+            self.notify(
+                sid,
+                {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"(replayed {prompt})"}},
+            )
+
+    def prompt(self, rid: int, params: dict[str, Any]) -> None:
+        sid = params["sessionId"]
+        text = "".join(block.get("text", "") for block in params["prompt"])
+        if self.args.fail_after_cancel and sid in self.cancelled_last:
+            self.cancelled_last.discard(sid)
+            self.send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "Internal error"}})
+            return
+        cancel = self.cancels.setdefault(sid, threading.Event())
+        cancel.clear()
+        self.replayed.wait(10)
+        remembered = ", ".join(self.sessions.get(sid, [])) or "nothing"
+        self.notify(
+            sid,
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": f"You said {text}; I remember {remembered}."},
+            },
+        )
+        if "ask" in text:
+            self.notify(
+                sid,
+                {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": "t1",
+                    "title": "Run ls",
+                    "kind": "execute",
+                    "status": "pending",
+                    "rawInput": {},
+                },
+            )
+            answer = self.ask(
+                "session/request_permission",
+                {
+                    "sessionId": sid,
+                    "toolCall": {"toolCallId": "t1", "rawInput": {"command": "ls -la"}, "title": "Run ls -la"},
+                    "options": [
+                        {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                        {"optionId": "always", "name": "Always", "kind": "allow_always"},
+                        {"optionId": "no", "name": "No", "kind": "reject_once"},
+                    ],
+                },
+            )
+            self.notify(
+                sid,
+                {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": f" answer={json.dumps(answer)}"},
+                },
+            )
+        stop = "end_turn"
+        if "slow" in text:
+            self.notify(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": " working"}})
+            if cancel.wait(60):
+                stop = "cancelled"
+                self.cancelled_last.add(sid)
+                if "late question" in text:  # a question after the cancel: someone must still answer it
+                    answer = self.ask(
+                        "session/request_permission",
+                        {
+                            "sessionId": sid,
+                            "toolCall": {"toolCallId": "late", "title": "Late"},
+                            "options": [{"optionId": "yes", "name": "Yes", "kind": "allow_once"}],
+                        },
+                    )
+                    text += f" ({json.dumps(answer)})"
+        self.sessions.setdefault(sid, []).append(text)
+        self.save()
+        self.send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
+
+    def set_mode(self, params: dict[str, Any]) -> Any:
+        self.notify(params["sessionId"], {"sessionUpdate": "current_mode_update", "currentModeId": params["modeId"]})
+        return {}
+
+    def set_option(self, params: dict[str, Any]) -> Any:
+        if params["configId"] == "model":
+            self.model = params["value"]
+        return {"configOptions": config_options(self.model)}
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        handlers = {
+            "initialize": self.initialize,
+            "authenticate": self.authenticate,
+            "session/new": self.session_new,
+            "session/load": self.session_load,
+            "session/set_mode": self.set_mode,
+            "session/set_config_option": self.set_option,
+            "session/resume": lambda p: self.session_load(p, replay=False),
+        }
+        for line in sys.stdin:
+            message = json.loads(line)
+            method, rid = message.get("method"), message.get("id")
+            if method is None:
+                self.results[rid] = message.get("result")
+                self.answers.get(rid, threading.Event()).set()
+            elif method == "session/cancel":
+                self.cancels.setdefault(message["params"]["sessionId"], threading.Event()).set()
+            elif method == "session/prompt":
+                threading.Thread(target=self.prompt, args=(rid, message["params"]), daemon=True).start()
+            elif method in handlers:
+                self.answer(rid, method, handlers[method], message.get("params", {}))
+            elif rid is not None:
+                self.send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}})
+
+    def answer(self, rid: Any, method: str, handler: Any, params: dict[str, Any]) -> None:
+        try:
+            result = handler(params)
+        except Failure as exc:
+            self.send({"jsonrpc": "2.0", "id": rid, "error": {"code": exc.code, "message": exc.message}})
+            return
+        self.send({"jsonrpc": "2.0", "id": rid, "result": result})
+        if method == "session/new" and self.args.modes:
+            self.notify(
+                result["sessionId"], {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS}
+            )
+        if method == "session/load" and self.args.late_replay:
+            # As Gemini does: most of the replay comes after the answer, a little later. A prompt
+            # waits until it is out, so a client that does not wait for it sees it in the turn.
+            self.replayed.clear()
+            threading.Timer(0.1, self.late_replay, args=(params["sessionId"],)).start()
+
+    def late_replay(self, sid: str) -> None:
+        self.replay(sid)
+        self.replayed.set()
+
+
+class Failure(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        self.code, self.message = code, message
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--store", required=True, help="file that keeps the sessions")
+    parser.add_argument("--name", default="fake-agent", help="agentInfo.name")
+    parser.add_argument("--pidfile", help="write this process's pid (and its orphan's) here")
+    parser.add_argument("--linger", action="store_true", help="keep running after stdin EOF, ignore SIGTERM")
+    parser.add_argument("--orphan", action="store_true", help="start a child in a session of its own")
+    parser.add_argument("--no-load", action="store_true", help="offer no session/load")
+    parser.add_argument("--resume", action="store_true", help="offer session/resume")
+    parser.add_argument("--late-replay", action="store_true", help="replay a load after answering it")
+    parser.add_argument("--fail-after-cancel", action="store_true", help="fail the prompt after a cancel")
+    parser.add_argument("--modes", action="store_true", help="offer modes, config options and commands")
+    parser.add_argument("--auth", action="store_true", help="require authenticate before session/new")
+    args = parser.parse_args()
+    pids = [os.getpid()]
+    if args.orphan:
+        pids.append(subprocess.Popen(["sleep", "1000"], start_new_session=True).pid)
+    if args.pidfile:
+        Path(args.pidfile).write_text(" ".join(map(str, pids)))
+    if args.linger:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    Agent(args).serve()
+    if args.linger:
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
