@@ -63,6 +63,7 @@ from acp_server.rpc.peer import Peer
 from acp_server.turns.replay import iso, replay_updates
 from acp_server.turns.rich import haui_on
 from acp_server.turns.services import ClientCapabilities
+from acp_server.turns.workers import Workers
 from adapters.base import AdapterCapabilities, RuntimeAdapter, TurnInput, close_session, open_session
 from journal.redact import redact_text
 from journal.states import RunState
@@ -79,8 +80,9 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 class AcpAgent:
     """The handlers of one connection. `peer` is the connection they talk back through (a
-    fresh one by default); `acp.server.serve` runs it with these handlers. `sessions` and
-    `outbound` let a runner keep sessions and turns beyond one connection."""
+    fresh one by default); `acp.server.serve` runs it with these handlers. `sessions`,
+    `outbound` and `workers` let a runner keep sessions, turns and agent threads beyond one
+    connection."""
 
     def __init__(
         self,
@@ -91,6 +93,7 @@ class AcpAgent:
         peer: Peer | None = None,
         sessions: SessionStore | None = None,
         outbound: Peer | None = None,
+        workers: Workers | None = None,
     ) -> None:
         self.adapter = adapter
         self.options = options or AgentOptions()
@@ -112,6 +115,7 @@ class AcpAgent:
             client=lambda: self.client,
             commands=self._commands,
             set_mode=self._set_mode,
+            workers=workers if workers is not None else Workers(self.options.max_workers),
         )
 
     def handlers(self) -> dict[str, Handler]:

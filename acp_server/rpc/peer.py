@@ -4,7 +4,9 @@ It reads frames, answers malformed ones with the precise error, serves each inbo
 in its own task and cancel scope (honouring `$/cancel_request`), handles notifications one at
 a time in the order they were read, and sends our own requests through a pending table whose
 entries are always removed in a `finally`. One writer task owns the output: frames leave in
-the order they were queued, so a turn's notifications always precede its response.
+the order they were queued, so a turn's notifications always precede its response. Memory is
+bounded per connection: reading pauses while the output backs up, and requests in flight are
+capped (as HTTP/2 caps streams).
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ from acp_server.rpc.wire import Frame, FrameWriter, Oversized
 log = logging.getLogger(__name__)
 
 CANCEL_REQUEST = "$/cancel_request"
-HIGH_WATER_BYTES = 1 << 20
+HIGH_WATER_BYTES = 1 << 20  # queued output at which senders, and the reading, wait for the writer
+MAX_IN_FLIGHT = 128  # requests served at once on one connection
+BUSY_WAIT = 1.0  # seconds a request over the cap waits for a place before it is refused
 SHUTDOWN_GRACE = 1.5
 ORDERED_BUFFER = 1024  # notifications (and responses behind them) read but not yet handled
 
@@ -85,10 +89,15 @@ class Peer:
     side (`request`), since that response queues behind the handler itself; `request` refuses
     with RuntimeError instead of deadlocking. Such a handler hands the work to `spawn`. It may
     `notify`, and should return promptly, as later notifications and responses wait for it.
+
+    Bounds: reading waits while more than HIGH_WATER_BYTES of output are queued, so a client
+    that stops reading stops being read. At most `max_in_flight` requests run at once; at the
+    cap, reading waits up to BUSY_WAIT for one to finish, then refuses the request (-32800).
     """
 
-    def __init__(self, *, sequential: frozenset[str] = frozenset()) -> None:
+    def __init__(self, *, sequential: frozenset[str] = frozenset(), max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self._sequential = sequential
+        self._max_in_flight = max_in_flight
         self._dispatcher: Dispatcher | None = None
         self._outbox: deque[bytes] = deque()
         self._outbox_bytes = 0
@@ -131,6 +140,7 @@ class Peer:
                 requests.start_soon(self._ordered_loop, receive, ordered_scope)
                 with self._reading:
                     async for frame in frames:
+                        await self._output_room()  # a client that does not read is not read either
                         try:
                             await self._receive(frame, requests)
                         except Exception:
@@ -211,6 +221,9 @@ class Peer:
 
     async def _send(self, message: Message) -> None:
         self._queue(message)
+        await self._output_room()
+
+    async def _output_room(self) -> None:
         while self._outbox_bytes > HIGH_WATER_BYTES and not self._write_failed:
             self._has_room.clear()
             await self._has_room.wait()
@@ -245,7 +258,7 @@ class Peer:
         elif message["method"] in self._sequential:
             await self._serve(message)
         else:
-            self._start_request(message, tg)
+            await self._start_request(message, tg)
 
     def _parse(self, frame: Frame) -> Message | None:
         """The frame's JSON object; None (after answering any error) when there is none."""
@@ -271,7 +284,7 @@ class Peer:
             return None
         return cast(Message, message)
 
-    def _start_request(self, message: Message, tg: TaskGroup) -> None:
+    async def _start_request(self, message: Message, tg: TaskGroup) -> None:
         key = _id_key(message["id"])
         if key in self._inflight:
             self._send_error(
@@ -282,8 +295,30 @@ class Peer:
                 },
             )
             return
+        if not await self._place_in_flight():
+            self._send_error(
+                message["id"],
+                {
+                    "code": REQUEST_CANCELLED,
+                    "message": f"Server busy: {self._max_in_flight} requests are in flight on this connection",
+                },
+            )
+            return
         self._inflight[key] = anyio.CancelScope()
         tg.start_soon(self._serve_tracked, message, key)
+
+    async def _place_in_flight(self) -> bool:
+        """Whether a request may start: at the cap, reading waits for one to finish, briefly; a
+        request still over it is refused, so that the notifications and answers behind it
+        (`session/cancel`, a permission answer a request in flight waits for) are read."""
+        if len(self._inflight) < self._max_in_flight:
+            return True
+        with anyio.move_on_after(BUSY_WAIT):
+            while len(self._inflight) >= self._max_in_flight:
+                self._drained.clear()
+                await self._drained.wait()
+            return True
+        return False
 
     async def _receive_notification(self, message: Message) -> None:
         if message["method"] != CANCEL_REQUEST:
