@@ -92,12 +92,14 @@ class Peer:
 
     Bounds: reading waits while more than HIGH_WATER_BYTES of output are queued, so a client
     that stops reading stops being read. At most `max_in_flight` requests run at once; at the
-    cap, reading waits up to BUSY_WAIT for one to finish, then refuses the request (-32800).
+    cap, reading waits up to BUSY_WAIT for one to finish, then refuses requests (-32800) until
+    a place is free.
     """
 
     def __init__(self, *, sequential: frozenset[str] = frozenset(), max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self._sequential = sequential
         self._max_in_flight = max_in_flight
+        self._refusing = False  # at the cap after a wait in vain: refuse at once until a place frees
         self._dispatcher: Dispatcher | None = None
         self._outbox: deque[bytes] = deque()
         self._outbox_bytes = 0
@@ -309,15 +311,20 @@ class Peer:
 
     async def _place_in_flight(self) -> bool:
         """Whether a request may start: at the cap, reading waits for one to finish, briefly; a
-        request still over it is refused, so that the notifications and answers behind it
-        (`session/cancel`, a permission answer a request in flight waits for) are read."""
+        request still over it is refused, and so is every one after it until a place is free,
+        so that the notifications and answers behind them (`session/cancel`, a permission answer
+        a request in flight waits for) are read."""
         if len(self._inflight) < self._max_in_flight:
+            self._refusing = False
             return True
+        if self._refusing:
+            return False
         with anyio.move_on_after(BUSY_WAIT):
             while len(self._inflight) >= self._max_in_flight:
                 self._drained.clear()
                 await self._drained.wait()
             return True
+        self._refusing = True
         return False
 
     async def _receive_notification(self, message: Message) -> None:
