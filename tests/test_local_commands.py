@@ -94,7 +94,9 @@ def ended_and_reaped(pid: int, pidfd: int) -> bool:
 
 # Each writes its pid into a FIFO and sleeps, holding the command's output open: one in a session
 # of its own, one that also clears its environment while its parent shell waits.
-DETACHED = "setsid sh -c 'echo $$ > detached; exec sleep 300' & setsid env -i sh -c 'echo $$ > bare; exec sleep 300' & wait"
+DETACHED = (
+    "setsid sh -c 'echo $$ > detached; exec sleep 300' & setsid env -i sh -c 'echo $$ > bare; exec sleep 300' & wait"
+)
 
 
 @linux_only
