@@ -107,15 +107,14 @@ class Descendants:
         reap()
 
     def _alive(self) -> list[Proc]:
+        """The live processes below the command and below each marked process (a child that
+        cleared its environment is still found while its parent lives)."""
         procs = _scan()
+        seeds = [p.pid for p in procs.values() if p.alive and p.start >= self._since and _marked(p.pid, self._needle)]
         root = procs.get(self._root)
-        # Walk from the command only while its pid is still its own (not reaped and reused).
-        tree = _tree(self._root, procs) if root is not None and root.start == self._since else set[int]()
-        return [
-            p
-            for p in procs.values()
-            if p.alive and (p.pid in tree or (p.start >= self._since and _marked(p.pid, self._needle)))
-        ]
+        if root is not None and root.start == self._since:  # the pid is still the command's own
+            seeds.append(self._root)
+        return [proc for pid in _tree(seeds, procs) if (proc := procs[pid]).alive]
 
 
 def reap() -> None:
@@ -150,11 +149,11 @@ def _kill(proc: Proc) -> list[int]:
     return []
 
 
-def _tree(root: int, procs: dict[int, Proc]) -> set[int]:
+def _tree(seeds: list[int], procs: dict[int, Proc]) -> set[int]:
     children: dict[int, list[int]] = {}
     for proc in procs.values():
         children.setdefault(proc.ppid, []).append(proc.pid)
-    found, todo = {root}, [root]
+    found, todo = set(seeds), list(seeds)
     while todo:
         for child in children.get(todo.pop(), ()):
             if child not in found:

@@ -66,8 +66,8 @@ async def run_local(command: str, *, cwd: str, timeout: float | None) -> Command
             if finished:
                 descendants.keep_track()
             else:  # timed out or cancelled: nothing the command started may go on
+                await descendants.kill_all()  # first, while the tree still hangs from the command
                 _kill_group(process)
-                await descendants.kill_all()
                 with anyio.move_on_after(KILL_GRACE):
                     await _collect(process, tail)
                 await process.wait()
@@ -89,8 +89,8 @@ async def _collect(process: asyncio.subprocess.Process, tail: OutputTail) -> Non
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
-    # The group at once, also where there is no /proc; the process itself by pid as well, in
-    # case it left its group.
+    # The group as well (all there is to find without /proc); the process itself by pid too,
+    # in case it left its group.
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     if process.returncode is None:
