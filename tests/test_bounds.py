@@ -15,7 +15,8 @@ from harness import LineWriter, limited
 from acp_server.rpc import peer as peer_module
 from acp_server.rpc.dispatch import Dispatcher, Handler
 from acp_server.rpc.errors import REQUEST_CANCELLED
-from acp_server.rpc.peer import HIGH_WATER_BYTES, Peer
+from acp_server.rpc.outbox import HIGH_WATER_BYTES
+from acp_server.rpc.peer import Peer
 
 LIMIT = 1 << 20
 BIG = 256 << 10  # bytes of one answer

@@ -2,11 +2,10 @@
 
 Per runner (`Hub`): the adapter, the journal, the sessions and their turn queues, the routes
 that say which connection owns each session, the agent threads, and the task group the turns
-run in. Per
-connection (`RunnerAgent`): the peer, the client's capabilities and `initialize`. A turn runs in
-the hub's task group, so it outlives the connection whose `session/prompt` started it; when that
-connection goes away its sessions detach (nothing is cancelled), and a later `session/load`
-replays the journal and then streams the rest of the turn live.
+run in. Per connection (`RunnerAgent`): the peer, the client's capabilities and `initialize`. A
+turn runs in the hub's task group, so it outlives the connection whose `session/prompt` started
+it; when that connection goes away its sessions detach (nothing is cancelled), and a later
+`session/load` replays the journal and then streams the rest of the turn live.
 """
 
 from __future__ import annotations

@@ -179,6 +179,25 @@ class AskScopes:
                 ask.future.cancel()
 
 
+class WorkerClaim:
+    """A turn's claim on a worker thread: `start` waits for a free one and runs the turn in it;
+    a claim withdrawn while it waits never starts."""
+
+    def __init__(self, workers: Workers, work: Callable[[], object]) -> None:
+        self.started = False
+        self._workers = workers
+        self._work = work
+        self._waiting = anyio.CancelScope()
+
+    async def start(self) -> None:
+        with self._waiting:
+            await self._workers.start(self._work)
+            self.started = True
+
+    def withdraw(self) -> None:
+        self._waiting.cancel()
+
+
 async def run_turn(
     *,
     adapter: RuntimeAdapter,
@@ -206,31 +225,23 @@ async def run_turn(
         asks.cancel()
         _call_cancel_hook(adapter, turn.session_id)
 
-    waiting = anyio.CancelScope()  # the wait for a free worker thread
-    started = False
-
-    async def start_worker() -> None:
-        nonlocal started
-        with waiting:
-            await workers.start(partial(sink.work, adapter, turn))
-            started = True
-
+    worker = WorkerClaim(workers, partial(sink.work, adapter, turn))
     try:
         async with anyio.create_task_group() as tg:
             with anyio.CancelScope() as pump_scope:
-                tg.start_soon(start_worker)
+                tg.start_soon(worker.start)
 
                 def cancel() -> None:
                     stop()
-                    waiting.cancel()
+                    worker.withdraw()
                     # A worker that never started has nothing to finish: the turn ends at once.
-                    wait = grace if started else 0
+                    wait = grace if worker.started else 0
                     pump_scope.deadline = min(pump_scope.deadline, anyio.current_time() + wait)
 
                 ticket.on_cancel(cancel)
                 outcome = await _pump(sink, tracked, numbering, tg, asks)
             if outcome is None:
-                if started:
+                if worker.started:
                     log.warning("turn of session %s ignored cancellation for %.1f s; abandoned", turn.session_id, grace)
                 outcome = TurnOutcome("cancelled")
             tg.cancel_scope.cancel()  # the asks of an abandoned worker must not hold the turn open
