@@ -7,6 +7,7 @@ The lifetime tests are real processes: a command reports its pid through a FIFO,
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import select
@@ -130,6 +131,25 @@ async def test_a_process_a_finished_command_left_running_is_adopted_by_the_serve
         assert dies(pidfd)
         await run_local("true", cwd=str(tmp_path), timeout=None)
         assert ended_and_reaped(pid, pidfd)
+
+
+def is_subreaper() -> bool:
+    value = ctypes.c_int()
+    assert ctypes.CDLL(None).prctl(37, ctypes.byref(value), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
+    return value.value == 1
+
+
+@linux_only
+async def test_the_server_is_a_subreaper_only_while_a_command_runs(tmp_path):
+    # Not for good: an MCP server's orphans (its group is killed) must still go to init.
+    os.mkfifo(tmp_path / "started")
+    assert not is_subreaper()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: run_local("echo $$ > started; exec sleep 300", cwd=str(tmp_path), timeout=None))
+        await anyio.to_thread.run_sync(pid_from_fifo, str(tmp_path / "started"))
+        assert is_subreaper()
+        tg.cancel_scope.cancel()
+    assert not is_subreaper()
 
 
 async def test_a_command_that_overruns_its_timeout_is_killed(tmp_path):

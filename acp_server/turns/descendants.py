@@ -1,23 +1,26 @@
 """Every process a local command started, found, killed and reaped (Linux /proc; elsewhere none).
 
 A command can leave its process group (`setsid`, a daemon's double fork) and hold its output
-open after it was cancelled. So the server makes itself a child subreaper (orphans reparent to
-it, not to init), and each command's processes carry a mark in their environment (inherited
-across fork, exec and setsid): `kill_all` SIGKILLs the command's process tree and every marked
-process, scanning again until none is left, and waits for them to die. The server reaps the
-orphans it adopted; those a finished command left running, once they exit (after a later
-command).
+open after it was cancelled. So while commands run the server is a child subreaper (orphans
+reparent to it, not to init), and each command's processes carry a mark in their environment
+(inherited across fork, exec and setsid): `kill_all` SIGKILLs the command's process tree and
+every marked process, scanning again until none is left, and waits for them to die. The server
+reaps the orphans it adopted; those a finished command left running, once they exit (after a
+later command).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
 import sys
 import uuid
+from collections.abc import Generator
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
@@ -44,23 +47,41 @@ class Proc:
 
 
 _adopted: set[tuple[int, int]] = set()  # (pid, start) of command processes that may become our zombies
-_subreaper = False
+_commands = 0  # local commands running now
 
 
-def become_subreaper() -> None:
-    """From now on, orphaned descendants of the server reparent to it (Linux; else nothing)."""
-    global _subreaper
-    if _subreaper or not sys.platform.startswith("linux"):
-        return
-    _subreaper = True
+@contextlib.contextmanager
+def adopting() -> Generator[None]:
+    """While any command runs, the server is a child subreaper (Linux): orphaned descendants
+    reparent to it, not to init. Only then, so that the orphans of its other children (an MCP
+    server's, killed by process group) still go to init, which reaps them."""
+    global _commands
+    if _commands == 0:
+        _set_subreaper(1)
+    _commands += 1
     try:
-        import ctypes
+        yield
+    finally:
+        _commands -= 1
+        if _commands == 0:
+            _set_subreaper(0)
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+def _set_subreaper(on: int) -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        if _libc().prctl(PR_SET_CHILD_SUBREAPER, on, 0, 0, 0) != 0:
+            raise OSError("prctl(PR_SET_CHILD_SUBREAPER) failed")
     except (OSError, AttributeError) as exc:
         log.info("not a child subreaper (%s): a command's orphans go to init", exc)
+
+
+@functools.cache
+def _libc() -> Any:
+    import ctypes  # here, not at start-up: most servers never run a local command
+
+    return ctypes.CDLL(None)
 
 
 class Descendants:

@@ -15,7 +15,7 @@ import signal
 
 import anyio
 
-from acp_server.turns.descendants import Descendants, become_subreaper
+from acp_server.turns.descendants import Descendants, adopting
 from acp_server.turns.lifeline import LIFELINE
 from adapters.base import CommandResult
 
@@ -43,7 +43,11 @@ class OutputTail:
 
 
 async def run_local(command: str, *, cwd: str, timeout: float | None) -> CommandResult:
-    become_subreaper()
+    with adopting():
+        return await _run(command, cwd=cwd, timeout=timeout)
+
+
+async def _run(command: str, *, cwd: str, timeout: float | None) -> CommandResult:
     descendants = Descendants()
     process = await asyncio.create_subprocess_exec(
         *await LIFELINE.argv(command),
