@@ -93,13 +93,10 @@ async def _collect(process: asyncio.subprocess.Process, tail: OutputTail) -> Non
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
-    # The group as well (all there is to find without /proc); the process itself by pid too,
-    # in case it left its group.
-    with contextlib.suppress(ProcessLookupError):
+    # All there is to find without /proc. Never `process.kill()`: it polls first, and reaping the
+    # command here would leave asyncio's watcher without its exit status.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
 
 
 def _signal_name(number: int) -> str:
