@@ -103,12 +103,14 @@ class Descendants:
         """SIGKILL the command's tree and marked processes, wait (KILL_WAIT at most) until they
         have died, and reap those the server adopted."""
         exits: list[int] = []  # pidfds of the killed processes, readable once each has died
+        killed: set[tuple[int, int]] = set()  # a killed process may take a moment to die
         try:
             for _ in range(KILL_ROUNDS):
-                doomed = self._alive()
+                doomed = [p for p in self._alive() if (p.pid, p.start) not in killed]
                 if not doomed:
                     break
                 for proc in doomed:
+                    killed.add((proc.pid, proc.start))
                     exits.extend(_kill(proc))
                     if proc.pid != self._root:  # asyncio reaps the command itself
                         _adopted.add((proc.pid, proc.start))
