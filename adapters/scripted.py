@@ -40,6 +40,7 @@ from adapters.events import (
 )
 
 DEFAULT_CONTEXT_WINDOW = 200_000
+COMMAND_TIMEOUT = 120.0  # seconds a `run` command may take unless its step says otherwise
 
 
 class ScriptError(ValueError):
@@ -86,6 +87,7 @@ class ToolStep(_Model):
     read_file: str | None = None
     write_file: WriteFile | None = None
     run: str | None = None
+    timeout: float | None = Field(default=None, gt=0)
     result: str | None = None
 
     @model_validator(mode="after")
@@ -93,6 +95,8 @@ class ToolStep(_Model):
         given = [n for n in ("read_file", "write_file", "run") if getattr(self, n) is not None]
         if len(given) > 1:
             raise ValueError(f"a tool does one operation at most, got {' and '.join(given)}")
+        if self.timeout is not None and self.run is None:
+            raise ValueError("timeout is for a tool that runs a command (run)")
         return self
 
 
@@ -414,7 +418,8 @@ def _operate(step: ToolStep, sink: Sink, tool_call_id: str, preview: tuple[ToolC
         sink.write_text_file(step.write_file.path, step.write_file.content)
         return _Outcome(preview)  # the diff the user approved: its old text was read once, for it
     if step.run is not None:
-        result = sink.run_command(step.run, tool_call_id=tool_call_id)
+        timeout = step.timeout if step.timeout is not None else COMMAND_TIMEOUT
+        result = sink.run_command(step.run, tool_call_id=tool_call_id, timeout=timeout)
         terminal = (TerminalContent(result.terminal_id),) if result.terminal_id else ()
         return _Outcome(
             (*terminal, TextContent(result.output)),

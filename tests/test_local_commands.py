@@ -7,6 +7,7 @@ The lifetime tests are real processes: a command reports its pid through a FIFO,
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import select
@@ -16,12 +17,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
+from harness import running
 from stdio_server import StdioServer
 
+from acp_server.acp.handlers import AcpAgent
 from acp_server.turns import lifeline
 from acp_server.turns.processes import OUTPUT_LIMIT, run_local
 from adapters.base import CommandResult
+from adapters.scripted import ScriptedAdapter
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PDEATHSIG is Linux's")
 DEADLINE = 30.0  # seconds for a process to start or to die
@@ -75,6 +80,76 @@ async def test_a_command_that_exits_while_its_output_stays_open_times_out_cleanl
     assert result.output == "started\n\n[timed out after 0.5 s]"
     assert result.exit_code == 0 and result.signal is None
     assert gone(int((tmp_path / "child.pid").read_text()))
+
+
+def parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat[stat.rindex(b")") + 2 :].split()[1])
+
+
+def ended_and_reaped(pid: int, pidfd: int) -> bool:
+    """Whether `pid` has exited and left no zombie behind."""
+    exited = bool(select.select([pidfd], [], [], 0)[0])
+    return exited and not Path(f"/proc/{pid}").exists()
+
+
+# Each writes its pid into a FIFO and sleeps, holding the command's output open: one in a session
+# of its own, one that also clears its environment while its parent shell waits.
+DETACHED = (
+    "setsid sh -c 'echo $$ > detached; exec sleep 300' & setsid env -i sh -c 'echo $$ > bare; exec sleep 300' & wait"
+)
+
+
+@linux_only
+async def test_a_cancelled_turn_ends_every_process_its_command_started_even_those_that_left_its_group(tmp_path):
+    for name in ("detached", "bare"):
+        os.mkfifo(tmp_path / name)
+    steps = [{"tool": "Serve", "kind": "execute", "run": DETACHED}, {"say": "never"}]
+    agent = AcpAgent(ScriptedAdapter.from_data({"scenarios": [{"match": "", "steps": steps}]}))
+    async with running(agent) as editor:
+        await editor.initialize()
+        sid = await editor.new_session(tmp_path)
+        task = await editor.start_prompt(sid, "go")
+        pids = [await anyio.to_thread.run_sync(pid_from_fifo, str(tmp_path / name)) for name in ("detached", "bare")]
+        with watched(pids[0]) as detached, watched(pids[1]) as bare:
+            await editor.notify("session/cancel", {"sessionId": sid})
+            assert (await task)["result"] == {"stopReason": "cancelled"}
+            assert ended_and_reaped(pids[0], detached), "the setsid child survived the cancel"
+            assert ended_and_reaped(pids[1], bare), "the child without the environment survived the cancel"
+        assert editor.updates[sid][-1]["status"] == "failed"
+
+
+@linux_only
+async def test_a_process_a_finished_command_left_running_is_adopted_by_the_server_and_reaped_when_it_exits(tmp_path):
+    os.mkfifo(tmp_path / "started")
+    command = "setsid sh -c 'echo $$ > started; exec sleep 300' > /dev/null 2>&1 &"
+    assert (await run_local(command, cwd=str(tmp_path), timeout=None)).exit_code == 0
+    pid = await anyio.to_thread.run_sync(pid_from_fifo, str(tmp_path / "started"))
+    with watched(pid) as pidfd:
+        assert parent_of(pid) == os.getpid(), "the orphan went to init: the server is no subreaper"
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        assert dies(pidfd)
+        await run_local("true", cwd=str(tmp_path), timeout=None)
+        assert ended_and_reaped(pid, pidfd)
+
+
+def is_subreaper() -> bool:
+    value = ctypes.c_int()
+    assert ctypes.CDLL(None).prctl(37, ctypes.byref(value), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
+    return value.value == 1
+
+
+@linux_only
+async def test_the_server_is_a_subreaper_only_while_a_command_runs(tmp_path):
+    # Not for good: an MCP server's orphans (its group is killed) must still go to init.
+    os.mkfifo(tmp_path / "started")
+    assert not is_subreaper()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: run_local("echo $$ > started; exec sleep 300", cwd=str(tmp_path), timeout=None))
+        await anyio.to_thread.run_sync(pid_from_fifo, str(tmp_path / "started"))
+        assert is_subreaper()
+        tg.cancel_scope.cancel()
+    assert not is_subreaper()
 
 
 async def test_a_command_that_overruns_its_timeout_is_killed(tmp_path):

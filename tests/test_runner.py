@@ -12,8 +12,10 @@ import socket
 import sqlite3
 import stat
 from functools import partial
+from pathlib import Path
 
 import pytest
+from flooding import FLOOD_REQUESTS, GROWTH_LIMIT_KB, Flood
 from runner_fronts import Front, cli, ended, gone, runners, short_runtime_dir, wait_until
 
 from acp_server.runner.paths import peer_uid, runtime_dir, same_user
@@ -412,3 +414,31 @@ def test_a_runner_that_closes_before_answering_is_replaced_and_gets_what_the_edi
     assert answer["result"]["protocolVersion"] == 1
     [runner] = runners()
     assert runner["connections"] == 1
+
+
+def test_a_runner_flooded_by_a_front_whose_editor_stops_reading_keeps_its_memory_flat(tmp_path, runner_env):
+    flood = Flood("--runner", *runner_env, cwd=str(tmp_path))
+    try:
+        flood.prepare()
+        [runner] = runners()
+        growth, all_written = flood.hold(runner["pid"], FLOOD_REQUESTS)
+        assert growth < GROWTH_LIMIT_KB, f"the runner's RSS grew {growth} kB while the editor did not read"
+        assert not all_written, "the runner read every request while none of its answers were read"
+        flood.read_all(FLOOD_REQUESTS)
+        assert flood.prompt() == {"stopReason": "end_turn"}
+    finally:
+        flood.kill()
+
+
+def test_max_workers_counts_the_agent_threads_of_the_whole_runner(tmp_path, runner_env):
+    options = (*runner_env, "--max-workers", "1", "--log-level", "INFO")
+    first, second = Front(*options, cwd=str(tmp_path)), Front(*options, cwd=str(tmp_path))
+    start_turn(first, str(tmp_path), "gate")  # its thread waits for the permission answer
+    question = read_until(first, is_permission)[-1]
+    sid = second.start_session(str(tmp_path))
+    prompt = second.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "short"}]})
+    [runner] = runners()
+    log = Path(runner["log"])
+    wait_until(lambda: "a turn waits for one" in log.read_text(), what="the second front's turn to wait for a thread")
+    allow(first, question)
+    assert second.response(prompt)["result"] == {"stopReason": "end_turn"}

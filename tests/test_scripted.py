@@ -23,7 +23,7 @@ from adapters.base import (
 from adapters.echo import EchoAdapter
 from adapters.events import DiffContent, PlanEntry, TerminalContent, TextContent
 from adapters.registry import create_adapter
-from adapters.scripted import ScriptedAdapter, ScriptError
+from adapters.scripted import COMMAND_TIMEOUT, ScriptedAdapter, ScriptError
 
 CWD = "/work/project"
 
@@ -131,7 +131,7 @@ class RecordingSink:
     def run_command(
         self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
     ) -> CommandResult:
-        self._record("run_command", command, tool_call_id)
+        self._record("run_command", command, tool_call_id, timeout)
         return self.command
 
     def clarify(self, question: str, *, choices=(), tool_call_id: str | None = None) -> str:
@@ -392,7 +392,7 @@ def test_run_shows_the_terminal_and_output_and_completes_on_exit_zero():
     assert play([{"tool": "Test", "kind": "execute", "run": "pytest"}], sink)[1] == [
         started("Test", "execute"),
         update("in_progress"),
-        ("run_command", ("pytest", "tool-1")),
+        ("run_command", ("pytest", "tool-1", COMMAND_TIMEOUT)),
         update("completed", [TerminalContent("term-1"), TextContent("ok\n")], {"exitCode": 0}),
     ]
 
@@ -405,11 +405,16 @@ def test_run_fails_the_tool_on_a_non_zero_exit_code():
         [
             started("Build"),
             update("in_progress"),
-            ("run_command", ("make", "tool-1")),
+            ("run_command", ("make", "tool-1", COMMAND_TIMEOUT)),
             update("failed", [TextContent("boom\n"), TextContent("see above")], {"exitCode": 2}),
             ("text", ("next",)),
         ],
     )
+
+
+def test_a_run_step_gives_its_command_its_own_timeout():
+    calls = play([{"tool": "Build", "run": "make", "timeout": 2.5}], RecordingSink())[1]
+    assert ("run_command", ("make", "tool-1", 2.5)) in calls
 
 
 def test_a_refused_operation_fails_the_tool_and_the_turn_goes_on():
@@ -481,6 +486,11 @@ def test_every_problem_is_reported_one_per_line():
 def test_a_tool_with_two_operations_is_rejected():
     message = script_error(scenario_with({"tool": "T", "read_file": "a", "run": "ls"}))
     assert message == ("demo.json: scenarios[1].steps[1]: a tool does one operation at most, got read_file and run")
+
+
+def test_a_timeout_without_a_command_is_rejected():
+    message = script_error(scenario_with({"tool": "T", "read_file": "a", "timeout": 5}))
+    assert message == "demo.json: scenarios[1].steps[1]: timeout is for a tool that runs a command (run)"
 
 
 def test_strings_are_not_coerced_to_numbers():

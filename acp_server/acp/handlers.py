@@ -71,6 +71,7 @@ from acp_server.rpc.peer import Peer
 from acp_server.turns.replay import iso
 from acp_server.turns.rich import haui_on
 from acp_server.turns.services import ClientCapabilities
+from acp_server.turns.workers import Workers
 from adapters.base import AdapterCapabilities, AgentError, RuntimeAdapter, TurnInput, close_session, open_session
 from journal.errors import JournalError
 from journal.redact import redact_text
@@ -87,8 +88,9 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 class AcpAgent:
     """The handlers of one connection. `peer` is the connection they talk back through (a
-    fresh one by default); `acp.server.serve` runs it with these handlers. `sessions` and
-    `outbound` let a runner keep sessions and turns beyond one connection."""
+    fresh one by default); `acp.server.serve` runs it with these handlers. `sessions`,
+    `outbound` and `workers` let a runner keep sessions, turns and agent threads beyond one
+    connection."""
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class AcpAgent:
         peer: Peer | None = None,
         sessions: SessionStore | None = None,
         outbound: Peer | None = None,
+        workers: Workers | None = None,
     ) -> None:
         self.adapter = adapter
         self.options = options or AgentOptions()
@@ -120,6 +123,7 @@ class AcpAgent:
             client=lambda: self.client,
             commands=self._commands,
             set_mode=self._set_mode,
+            workers=workers if workers is not None else Workers(self.options.max_workers),
         )
         self.controls = Controls(
             adapter,

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from acp_server.protocol import methods
-from acp_server.rpc.peer import Peer, encode
+from acp_server.rpc.outbox import encode
+from acp_server.rpc.peer import Peer
 from acp_server.turns.replay import RunReplay
 from journal.records import RunRecord
 from journal.states import RunState

@@ -28,6 +28,7 @@ from acp_server.turns.rich import RichReply, haui_on
 from acp_server.turns.services import ClientCapabilities, ClientTools
 from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
 from acp_server.turns.terminal import TerminalChoice
+from acp_server.turns.workers import Workers
 from adapters.base import AdapterCapabilities, EditorFeatures, RuntimeAdapter, SessionNotes, TurnInput
 from adapters.events import Envelope, PromptReceived, RuntimeEvent, TextDelta, TitleChanged, TurnFinished
 from journal.redact import RunRedactor
@@ -78,6 +79,7 @@ class Prompts:
         client: Callable[[], ClientCapabilities],
         commands: list[AvailableCommand],
         set_mode: Callable[[Session, str], Awaitable[None]],
+        workers: Workers,
     ) -> None:
         self.adapter = adapter
         self.capabilities: AdapterCapabilities = adapter.capabilities()
@@ -88,7 +90,7 @@ class Prompts:
         self._client = client
         self._commands = commands
         self._set_mode = set_mode
-        self._limiter = anyio.CapacityLimiter(options.max_workers)
+        self._workers = workers
         self._client_left = False
 
     async def prompt(self, session: Session, blocks: Blocks) -> PromptResult:
@@ -148,7 +150,7 @@ class Prompts:
                 services=self._services(session, numbering, publish),
                 publish=publish,
                 numbering=numbering,
-                limiter=self._limiter,
+                workers=self._workers,
                 grace=self.options.cancel_grace,
             )
         history.add_turn(turn.text, "".join(tally.reply), tally.transcript)

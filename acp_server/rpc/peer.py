@@ -3,8 +3,10 @@
 It reads frames, answers malformed ones with the precise error, serves each inbound request
 in its own task and cancel scope (honouring `$/cancel_request`), handles notifications one at
 a time in the order they were read, and sends our own requests through a pending table whose
-entries are always removed in a `finally`. One writer task owns the output: frames leave in
-the order they were queued, so a turn's notifications always precede its response.
+entries are always removed in a `finally`. One writer task owns the output (`rpc.outbox`):
+frames leave in the order they were queued, so a turn's notifications always precede its
+response. Memory is bounded per connection: reading pauses while the output backs up, and
+requests in flight are capped (as HTTP/2 caps streams).
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import asyncio
 import contextvars
 import json
 import logging
-from collections import deque
 from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any, cast
 
@@ -31,26 +32,22 @@ from acp_server.rpc.errors import (
     RequestTimeoutError,
     RpcError,
 )
+from acp_server.rpc.outbox import Outbox
 from acp_server.rpc.wire import Frame, FrameWriter, Oversized
 
 log = logging.getLogger(__name__)
 
 CANCEL_REQUEST = "$/cancel_request"
-HIGH_WATER_BYTES = 1 << 20
+MAX_IN_FLIGHT = 128  # requests served at once on one connection
+BUSY_WAIT = 1.0  # seconds a request over the cap waits for a place before it is refused
 SHUTDOWN_GRACE = 1.5
 ORDERED_BUFFER = 1024  # notifications (and responses behind them) read but not yet handled
 
 Message = dict[str, Any]
 IdKey = tuple[str, Any]
 
-_encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 # True while a notification handler runs: waiting there for a response would deadlock.
 _in_notification: contextvars.ContextVar[bool] = contextvars.ContextVar("in_notification", default=False)
-
-
-def encode(message: Message) -> bytes:
-    """Compact, ASCII-escaped JSON: always one line, always valid UTF-8, whatever the text."""
-    return _encode(message).encode() + b"\n"
 
 
 def _id_key(request_id: Any) -> IdKey:
@@ -85,22 +82,22 @@ class Peer:
     side (`request`), since that response queues behind the handler itself; `request` refuses
     with RuntimeError instead of deadlocking. Such a handler hands the work to `spawn`. It may
     `notify`, and should return promptly, as later notifications and responses wait for it.
+
+    Bounds: reading waits while the outbox is over its high-water mark, so a client that stops
+    reading stops being read. At most `max_in_flight` requests run at once; at the cap, reading
+    waits up to BUSY_WAIT for one to finish, then refuses requests (-32800) until a place frees.
     """
 
-    def __init__(self, *, sequential: frozenset[str] = frozenset()) -> None:
+    def __init__(self, *, sequential: frozenset[str] = frozenset(), max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self._sequential = sequential
+        self._max_in_flight = max_in_flight
+        self._refusing = False  # at the cap after a wait in vain: refuse at once until a place frees
         self._dispatcher: Dispatcher | None = None
-        self._outbox: deque[bytes] = deque()
-        self._outbox_bytes = 0
-        self._has_data = asyncio.Event()
-        self._has_room = asyncio.Event()
-        self._has_room.set()
+        self._outbox = Outbox()
         self._inflight: dict[IdKey, anyio.CancelScope] = {}
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
         self._closed = False
-        self._finished = False
-        self._write_failed = False
         self._drained = asyncio.Event()
         self._reading = anyio.CancelScope()
         self._tasks: TaskGroup | None = None
@@ -122,7 +119,7 @@ class Peer:
         fail what is still pending, call `on_close`, wind down in-flight requests and flush."""
         self._dispatcher = dispatcher
         async with anyio.create_task_group() as outer:
-            outer.start_soon(self._write_loop, writer)
+            outer.start_soon(self._outbox.run, writer)
             async with anyio.create_task_group() as requests:
                 self._tasks = requests
                 send, receive = anyio.create_memory_object_stream[Message](ORDERED_BUFFER)
@@ -131,6 +128,7 @@ class Peer:
                 requests.start_soon(self._ordered_loop, receive, ordered_scope)
                 with self._reading:
                     async for frame in frames:
+                        await self._outbox.room()  # a client that does not read is not read either
                         try:
                             await self._receive(frame, requests)
                         except Exception:
@@ -143,8 +141,7 @@ class Peer:
                 if on_close is not None:
                     await on_close()
                 await self._wind_down(requests)
-            self._finished = True
-            self._has_data.set()  # lets the writer see the end once the outbox is empty
+            self._outbox.close()
         await writer.aclose()
 
     async def _finish_ordered(self, scope: anyio.CancelScope) -> None:
@@ -183,40 +180,8 @@ class Peer:
         """Stop reading as if the input had ended (SIGTERM); in-flight work winds down."""
         self._reading.cancel()
 
-    async def _write_loop(self, writer: FrameWriter) -> None:
-        while True:
-            while not self._outbox:
-                if self._finished:
-                    return
-                self._has_data.clear()
-                await self._has_data.wait()
-            data = b"".join(self._outbox)
-            self._outbox.clear()
-            self._outbox_bytes = 0
-            self._has_room.set()
-            if self._write_failed:
-                continue
-            try:
-                await writer.write(data)
-            except (BrokenPipeError, ConnectionError, OSError) as exc:
-                log.warning("output closed by the other side: %s", exc)
-                self._write_failed = True
-
-    def _queue(self, message: Message | bytes) -> int:
-        data = message if isinstance(message, bytes) else encode(message)
-        self._outbox.append(data)
-        self._outbox_bytes += len(data)
-        self._has_data.set()
-        return len(data)
-
-    async def _send(self, message: Message | bytes) -> None:
-        self._queue(message)
-        while self._outbox_bytes > HIGH_WATER_BYTES and not self._write_failed:
-            self._has_room.clear()
-            await self._has_room.wait()
-
     def _send_error(self, request_id: Any, error: Message) -> None:
-        self._queue({"jsonrpc": "2.0", "id": request_id, "error": error})
+        self._outbox.put({"jsonrpc": "2.0", "id": request_id, "error": error})
 
     # --- inbound -------------------------------------------------------------------------
 
@@ -245,7 +210,7 @@ class Peer:
         elif message["method"] in self._sequential:
             await self._serve(message)
         else:
-            self._start_request(message, tg)
+            await self._start_request(message, tg)
 
     def _parse(self, frame: Frame) -> Message | None:
         """The frame's JSON object; None (after answering any error) when there is none."""
@@ -271,7 +236,7 @@ class Peer:
             return None
         return cast(Message, message)
 
-    def _start_request(self, message: Message, tg: TaskGroup) -> None:
+    async def _start_request(self, message: Message, tg: TaskGroup) -> None:
         key = _id_key(message["id"])
         if key in self._inflight:
             self._send_error(
@@ -282,8 +247,35 @@ class Peer:
                 },
             )
             return
+        if not await self._place_in_flight():
+            self._send_error(
+                message["id"],
+                {
+                    "code": REQUEST_CANCELLED,
+                    "message": f"Server busy: {self._max_in_flight} requests are in flight on this connection",
+                },
+            )
+            return
         self._inflight[key] = anyio.CancelScope()
         tg.start_soon(self._serve_tracked, message, key)
+
+    async def _place_in_flight(self) -> bool:
+        """Whether a request may start: at the cap, reading waits for one to finish, briefly; a
+        request still over it is refused, and so is every one after it until a place is free,
+        so that the notifications and answers behind them (`session/cancel`, a permission answer
+        a request in flight waits for) are read."""
+        if len(self._inflight) < self._max_in_flight:
+            self._refusing = False
+            return True
+        if self._refusing:
+            return False
+        with anyio.move_on_after(BUSY_WAIT):
+            while len(self._inflight) >= self._max_in_flight:
+                self._drained.clear()
+                await self._drained.wait()
+            return True
+        self._refusing = True
+        return False
 
     async def _receive_notification(self, message: Message) -> None:
         if message["method"] != CANCEL_REQUEST:
@@ -334,7 +326,7 @@ class Peer:
         if response is None:
             return
         try:
-            self._queue(response)
+            self._outbox.put(response)
         except (ValueError, TypeError):
             log.exception("result of %s is not JSON-serialisable", message["method"])
             self._send_error(message["id"], {"code": INTERNAL_ERROR, "message": "Internal error"})
@@ -342,11 +334,12 @@ class Peer:
     # --- outbound ------------------------------------------------------------------------
 
     async def notify(self, method: str, params: Message) -> None:
-        await self._send({"jsonrpc": "2.0", "method": method, "params": params})
+        await self._outbox.send({"jsonrpc": "2.0", "method": method, "params": params})
 
     async def notify_raw(self, method: str, params_json: str) -> None:
         """`notify` with params already encoded as `encode` would (a replay cache keeps them so)."""
-        await self._send(f'{{"jsonrpc":"2.0","method":{_encode(method)},"params":{params_json}}}\n'.encode())
+        frame = f'{{"jsonrpc":"2.0","method":{json.dumps(method)},"params":{params_json}}}\n'
+        await self._outbox.send_encoded(frame.encode())
 
     async def request(self, method: str, params: Message, *, timeout: float | None = None) -> Any:
         """Send a request and wait for its result; withdraws it with `$/cancel_request` when
@@ -364,7 +357,7 @@ class Peer:
         self._pending[request_id] = future
         answered = False
         try:
-            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            await self._outbox.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             with anyio.fail_after(timeout):
                 result = await future
             answered = True
@@ -374,7 +367,7 @@ class Peer:
         finally:
             self._pending.pop(request_id, None)
             if not answered and (future.cancelled() or not future.done()) and not self._closed:
-                self._queue({"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": request_id}})
+                self._outbox.put({"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": request_id}})
 
     def _receive_response(self, message: Message) -> None:
         request_id = message.get("id")

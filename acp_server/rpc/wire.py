@@ -102,7 +102,9 @@ async def read_chunks(fd: int) -> AsyncIterator[bytes]:
             yield chunk
         return
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
+    # The reader pauses the pipe at twice its limit: while nobody takes chunks (the peer waits
+    # for its output to drain), 128 KiB of input wait here and the rest in the pipe.
+    reader = asyncio.StreamReader(limit=1 << 16, loop=loop)
     pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
     transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
     try:

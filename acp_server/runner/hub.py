@@ -1,12 +1,12 @@
 """The runner's shared state and the handlers of each connection to it.
 
 Per runner (`Hub`): the adapter, the journal, the sessions and their turn queues, the routes
-that say which connection owns each session, and the task group the turns run in. Per
-connection (`RunnerAgent`): the peer, the client's capabilities and `initialize`. A turn runs in
-the hub's task group, so it outlives the connection whose `session/prompt` started it; when that
-connection goes away its sessions detach (nothing is cancelled), and a later `session/load`
-replays the journal (`session/resume`: only the turn still running) and then streams the rest
-of the turn live.
+that say which connection owns each session, the agent threads, and the task group the turns
+run in. Per connection (`RunnerAgent`): the peer, the client's capabilities and `initialize`. A
+turn runs in the hub's task group, so it outlives the connection whose `session/prompt` started
+it; when that connection goes away its sessions detach (nothing is cancelled), and a later
+`session/load` replays the journal (`session/resume`: only the turn still running) and then
+streams the rest of the turn live.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from acp_server.protocol.models import LoadSessionParams, parse
 from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.runner.routes import Routes, current_cursor
+from acp_server.turns.workers import Workers
 from adapters.base import RuntimeAdapter
 from adapters.events import Envelope
 from journal.states import RunState
@@ -54,6 +55,7 @@ class Hub:
         self.options = options
         self.journal = journal
         self.sessions = SessionStore(journal, adapter_name=adapter.name)
+        self.workers = Workers(options.max_workers)  # `--max-workers` counts per runner
         self.routes = Routes(detached_wait=detached_wait)
         self.connections = 0
         self.live_turns = 0
@@ -125,6 +127,7 @@ class RunnerAgent(AcpAgent):
             peer=Peer(sequential=SEQUENTIAL),
             sessions=hub.sessions,
             outbound=hub.routes,
+            workers=hub.workers,
         )
         self.hub = hub
         self._closing = False

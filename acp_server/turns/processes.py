@@ -1,8 +1,9 @@
 """Local commands: `/bin/sh -c` in the session's cwd, in a process group of its own.
 
 Output (stdout and stderr together) is kept as a bounded tail while it is read, so a chatty
-command cannot fill the server's memory. A timeout or a cancelled turn kills the whole group;
-`lifeline` makes a command die with a server that was killed.
+command cannot fill the server's memory. A timeout or a cancelled turn kills the whole group and
+every process the command started, also those that left it (`descendants`); `lifeline` makes a
+command die with a server that was killed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 
 import anyio
 
+from acp_server.turns.descendants import Descendants, adopting
 from acp_server.turns.lifeline import LIFELINE
 from adapters.base import CommandResult
 
@@ -41,14 +43,22 @@ class OutputTail:
 
 
 async def run_local(command: str, *, cwd: str, timeout: float | None) -> CommandResult:
+    with adopting():
+        return await _run(command, cwd=cwd, timeout=timeout)
+
+
+async def _run(command: str, *, cwd: str, timeout: float | None) -> CommandResult:
+    descendants = Descendants()
     process = await asyncio.create_subprocess_exec(
         *await LIFELINE.argv(command),
         cwd=cwd,
+        env=descendants.environment,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
+    descendants.started(process.pid)
     tail = OutputTail(OUTPUT_LIMIT)
     finished = False
     try:
@@ -56,9 +66,12 @@ async def run_local(command: str, *, cwd: str, timeout: float | None) -> Command
             await _collect(process, tail)
             finished = True
     finally:
-        if not finished:  # timed out or cancelled: nothing the command started may go on
-            _kill(process)
-            with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
+            if finished:
+                descendants.keep_track()
+            else:  # timed out or cancelled: nothing the command started may go on
+                await descendants.kill_all()  # first, while the tree still hangs from the command
+                _kill_group(process)
                 with anyio.move_on_after(KILL_GRACE):
                     await _collect(process, tail)
                 await process.wait()
@@ -79,14 +92,11 @@ async def _collect(process: asyncio.subprocess.Process, tail: OutputTail) -> Non
     await process.wait()
 
 
-def _kill(process: asyncio.subprocess.Process) -> None:
-    # The group takes the children that may hold the output open; the process itself is
-    # killed by pid as well in case it left its group.
-    with contextlib.suppress(ProcessLookupError):
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    # All there is to find without /proc. Never `process.kill()`: it polls first, and reaping the
+    # command here would leave asyncio's watcher without its exit status.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
 
 
 def _signal_name(number: int) -> str:

@@ -3,8 +3,9 @@
 `TurnQueue` admits prompts in arrival order; `session/cancel` ends the running turn and every
 prompt queued before it. `run_turn` drives one turn: the worker thread on one side, the pump
 that numbers each event and publishes it on the other, and a grace period after which a
-worker that ignores cancellation is abandoned. Cleanup sits in `finally` blocks that also run
-on cancellation, so a stopped turn never wedges its session.
+worker that ignores cancellation is abandoned (its thread keeps its `Workers` slot until it
+returns). Cleanup sits in `finally` blocks that also run on cancellation, so a stopped turn
+never wedges its session.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 import anyio
 
 from acp_server.turns.bridge import Ask, Finished, ThreadSink, TurnServices, answer
 from acp_server.turns.mapping import OpenToolCalls
+from acp_server.turns.workers import Workers
 from adapters.base import AgentError, RuntimeAdapter, TurnCancelled, TurnInput
 from adapters.events import (
     STOP_REASONS,
@@ -177,6 +180,25 @@ class AskScopes:
                 ask.future.cancel()
 
 
+class WorkerClaim:
+    """A turn's claim on a worker thread: `start` waits for a free one and runs the turn in it;
+    a claim withdrawn while it waits never starts."""
+
+    def __init__(self, workers: Workers, work: Callable[[], object]) -> None:
+        self.started = False
+        self._workers = workers
+        self._work = work
+        self._waiting = anyio.CancelScope()
+
+    async def start(self) -> None:
+        with self._waiting:
+            await self._workers.start(self._work)
+            self.started = True
+
+    def withdraw(self) -> None:
+        self._waiting.cancel()
+
+
 async def run_turn(
     *,
     adapter: RuntimeAdapter,
@@ -185,7 +207,7 @@ async def run_turn(
     services: TurnServices,
     publish: Publish,
     numbering: RunNumbering,
-    limiter: anyio.CapacityLimiter,
+    workers: Workers,
     grace: float,
 ) -> TurnOutcome:
     sink = ThreadSink(services)
@@ -204,21 +226,26 @@ async def run_turn(
         asks.cancel()
         _call_cancel_hook(adapter, turn.session_id)
 
+    worker = WorkerClaim(workers, partial(sink.work, adapter, turn))
     try:
         async with anyio.create_task_group() as tg:
             with anyio.CancelScope() as pump_scope:
-                tg.start_soon(_run_worker, sink, adapter, turn, limiter)
+                tg.start_soon(worker.start)
 
                 def cancel() -> None:
                     stop()
-                    pump_scope.deadline = min(pump_scope.deadline, anyio.current_time() + grace)
+                    worker.withdraw()
+                    # A worker that never started has nothing to finish: the turn ends at once.
+                    wait = grace if worker.started else 0
+                    pump_scope.deadline = min(pump_scope.deadline, anyio.current_time() + wait)
 
                 ticket.on_cancel(cancel)
                 outcome = await _pump(sink, tracked, numbering, tg, asks)
             if outcome is None:
-                log.warning("turn of session %s ignored cancellation for %.1f s; abandoned", turn.session_id, grace)
+                if worker.started:
+                    log.warning("turn of session %s ignored cancellation for %.1f s; abandoned", turn.session_id, grace)
                 outcome = TurnOutcome("cancelled")
-            tg.cancel_scope.cancel()  # an abandoned worker must not hold the turn open
+            tg.cancel_scope.cancel()  # the asks of an abandoned worker must not hold the turn open
     finally:
         if outcome is None:
             stop()
@@ -228,12 +255,6 @@ async def run_turn(
                 await publish(numbering.envelope(closing))
             await publish(numbering.envelope(TurnFinished(final.stop_reason, final.error)))
     return TurnOutcome("cancelled") if ticket.cancelled else final
-
-
-async def _run_worker(
-    sink: ThreadSink, adapter: RuntimeAdapter, turn: TurnInput, limiter: anyio.CapacityLimiter
-) -> None:
-    await anyio.to_thread.run_sync(sink.work, adapter, turn, limiter=limiter, abandon_on_cancel=True)
 
 
 async def _pump(

@@ -1,0 +1,88 @@
+"""A peer's output: messages encoded and queued in order, written by one task, and a high-water
+mark that makes senders (and the peer's reading) wait while the other side does not read.
+
+A write that fails (the other side closed its input) is logged once; from then on nothing waits
+for room and queued frames are dropped, so a peer winding down never hangs on its output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+from typing import Any
+
+from acp_server.rpc.wire import FrameWriter
+
+log = logging.getLogger(__name__)
+
+HIGH_WATER_BYTES = 1 << 20  # queued output at which senders, and the reading, wait for the writer
+
+_encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """Compact, ASCII-escaped JSON: always one line, always valid UTF-8, whatever the text."""
+    return _encode(message).encode() + b"\n"
+
+
+class Outbox:
+    """`put` and `send` queue frames; `run` (one task) writes them until `close`."""
+
+    def __init__(self) -> None:
+        self._frames: deque[bytes] = deque()
+        self._bytes = 0
+        self._has_data = asyncio.Event()
+        self._has_room = asyncio.Event()
+        self._has_room.set()
+        self._closed = False
+        self._failed = False
+
+    def put(self, message: dict[str, Any]) -> None:
+        """Queue `message` at once (raises ValueError or TypeError for one that is not JSON)."""
+        self._put(encode(message))
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Queue `message`, then wait while the output is over the high-water mark."""
+        self.put(message)
+        await self.room()
+
+    async def send_encoded(self, frame: bytes) -> None:
+        """`send` of a frame already encoded as `encode` does (one line, ending in a newline)."""
+        self._put(frame)
+        await self.room()
+
+    def _put(self, data: bytes) -> None:
+        self._frames.append(data)
+        self._bytes += len(data)
+        self._has_data.set()
+
+    async def room(self) -> None:
+        while self._bytes > HIGH_WATER_BYTES and not self._failed:
+            self._has_room.clear()
+            await self._has_room.wait()
+
+    def close(self) -> None:
+        """Nothing more will be queued: `run` returns once the queue is written."""
+        self._closed = True
+        self._has_data.set()
+
+    async def run(self, writer: FrameWriter) -> None:
+        while True:
+            while not self._frames:
+                if self._closed:
+                    return
+                self._has_data.clear()
+                await self._has_data.wait()
+            data = b"".join(self._frames)
+            self._frames.clear()
+            self._bytes = 0
+            self._has_room.set()
+            if self._failed:
+                continue
+            try:
+                await writer.write(data)
+            except (BrokenPipeError, ConnectionError, OSError) as exc:
+                log.warning("output closed by the other side: %s", exc)
+                self._failed = True
