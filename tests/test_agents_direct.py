@@ -10,14 +10,19 @@ agent writes is checked against the ACP schema (deviations each agent is known t
 listed in tests/agents.py, precisely, so they hide nothing else), and closing kills the
 agent's whole process group, leaving no process.
 
-What the agents do that an adapter must know:
-- claude-agent-acp and codex-acp stay alive after their stdin closes (so do hermes and
-  fast-agent for a while): kill the process group. gemini exits.
-- gemini 0.61.0 cannot create a file through the client's fs: it reads the file first and its
-  ACP SDK rejects with the plain error object, so the -32002 "not found" answer is not seen as
-  ENOENT and write_file fails ("Error checking existing file"). Overwriting works.
-- gemini asks permission for a tool call it has not announced (no `tool_call` update first).
+What the agents do that an adapter must know (found here, each pinned by the flags in agents.py):
+- claude, codex, hermes and fast-agent stay alive after their stdin closes (claude and codex for
+  good, hermes and fast-agent for 2-3 s); gemini exits at once. Kill the process group.
+- Permission questions may name a tool call never announced: codex (exec_command: the tool_call
+  follows the approval), gemini (no tool_call before it), hermes (write_file announces tc-...,
+  asks as edit-approval-N, and never finishes tc-...). The question's toolCall must be enough.
+- codex keeps a cancelled turn's model stream open until the model sends more or its
+  `stream_idle_timeout_ms` passes (5 s in our config; 300 s by default).
+- gemini 0.61.0 cannot create a file through the client's fs: it reads it first, and its ACP SDK
+  rejects with the plain error object, so a -32002 "not found" is not seen as ENOENT and
+  write_file fails ("Error checking existing file"). Overwriting works.
 - fast-agent passes the model's paths to fs/* as they are, relative ones included.
+- claude sends `usage_update` with `used: null` (the schema wants an integer).
 
 An agent that is not installed (tests/agent_installs.py installs them on first use) skips with
 the reason; under CI it fails. Start-up times are printed (`-s`), never asserted.
