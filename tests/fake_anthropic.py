@@ -2,19 +2,18 @@
 
 POST /v1/messages (Claude Code adds `?beta=true`) plays the next scripted answer, or asks
 `responder`: Messages SSE (message_start; content_block_start/delta/stop for text, thinking
-and tool_use with input_json_delta; message_delta with stop_reason and usage; message_stop),
-or the same message as one JSON object when the request did not ask for a stream.
-POST /v1/messages/count_tokens counts 4 bytes a token; GET /v1/models lists `models`.
+and tool_use with input_json_delta; message_delta with stop_reason and usage; message_stop).
+That is all Claude Code asks for with its nonessential traffic off: it always streams, and
+calls neither count_tokens nor models (anything else is recorded and answered 404).
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 from typing import Any
 
-from fake_endpoint import Exchange, Failure, FakeEndpoint, Stream
+from fake_endpoint import Failure, FakeEndpoint, Stream
 
 MODEL = "claude-sonnet-4-5"
 USAGE = {"input_tokens": 12, "output_tokens": 6}
@@ -72,29 +71,6 @@ def reply(
     return Stream([*chunks, {"type": "message_stop"}])
 
 
-def message(stream: Stream) -> dict[str, Any]:
-    """The non-streaming answer with the same content, stop reason and usage as `stream`."""
-    result: dict[str, Any] = {}
-    inputs: dict[int, str] = {}
-    for item in stream.chunks:
-        kind = item["type"]
-        if kind == "message_start":
-            result = copy.deepcopy(item["message"])
-        elif kind == "content_block_start":
-            result["content"].append(dict(item["content_block"]))
-        elif kind == "content_block_delta" and item["delta"]["type"] == "input_json_delta":
-            inputs[item["index"]] = inputs.get(item["index"], "") + item["delta"]["partial_json"]
-        elif kind == "content_block_delta":
-            key = item["delta"]["type"].removesuffix("_delta")  # text, thinking
-            result["content"][item["index"]][key] += item["delta"][key]
-        elif kind == "message_delta":
-            result |= item["delta"]
-            result["usage"] |= item["usage"]
-    for index, text in inputs.items():
-        result["content"][index]["input"] = json.loads(text)
-    return result
-
-
 class FakeAnthropic(FakeEndpoint):
     """Start with `with FakeAnthropic() as fake:`; queue answers with `script(...)`;
     `base_url` is what ANTHROPIC_BASE_URL takes (the root: the client adds /v1)."""
@@ -102,30 +78,5 @@ class FakeAnthropic(FakeEndpoint):
     model_route = "/v1/messages"
     named_events = True
 
-    def __init__(self, models: list[str] | None = None) -> None:
-        super().__init__()
-        self.models = models or [MODEL]
-
     def error_body(self, failure: Failure) -> Any:
         return {"type": "error", "error": {"type": failure.code or "api_error", "message": failure.message}}
-
-    def get(self, exchange: Exchange) -> None:
-        if exchange.route == "/v1/models":
-            created = "2025-01-01T00:00:00Z"
-            data = [{"type": "model", "id": m, "display_name": m, "created_at": created} for m in self.models]
-            exchange.send_json(200, {"data": data, "has_more": False, "first_id": None, "last_id": None})
-        else:
-            super().get(exchange)
-
-    def post(self, exchange: Exchange) -> None:
-        if exchange.route == "/v1/messages/count_tokens":
-            exchange.send_json(200, {"input_tokens": len(exchange.record.raw) // 4})
-            return
-        if exchange.route != self.model_route:
-            super().post(exchange)
-            return
-        answer = self.next_answer(exchange.body)
-        if isinstance(answer, Stream) and not (exchange.body or {}).get("stream"):
-            exchange.send_json(200, message(answer))
-        else:
-            exchange.answer(answer)

@@ -129,7 +129,11 @@ class FakeEndpoint:
     # --- what subclasses answer ------------------------------------------------------------
 
     def post(self, exchange: Exchange) -> None:
-        exchange.fail(Failure(404, "not found"))
+        """A model call plays the next answer; anything else is not found."""
+        if exchange.route.endswith(self.model_route):
+            exchange.answer(self.next_answer(exchange.body))
+        else:
+            exchange.fail(Failure(404, "not found"))
 
     def get(self, exchange: Exchange) -> None:
         exchange.fail(Failure(404, "not found"))

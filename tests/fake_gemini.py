@@ -3,8 +3,8 @@
 POST /v1beta/models/M:streamGenerateContent?alt=sse plays the next scripted answer, or asks
 `responder`: SSE chunks of candidates whose parts carry text, thoughts or `functionCall`s, the
 last with finishReason and usageMetadata. POST .../M:generateContent is Gemini CLI's own JSON
-mode call (its model router asks how complex the prompt is): answered with `json_answer`
-without using up a scripted answer. POST .../M:countTokens counts 4 bytes a token.
+mode call (its model router asks how complex the prompt is, before each turn): answered with
+`json_answer` without using up a scripted answer. Gemini CLI asks for nothing else.
 """
 
 from __future__ import annotations
@@ -69,7 +69,5 @@ class FakeGemini(FakeEndpoint):
         elif method == "generateContent":
             answer = _chunk([{"text": json.dumps(self.json_answer)}], finishReason="STOP")
             exchange.send_json(200, answer | {"usageMetadata": USAGE})
-        elif method == "countTokens":
-            exchange.send_json(200, {"totalTokens": len(exchange.record.raw) // 4})
         else:
             super().post(exchange)

@@ -4,8 +4,8 @@ POST {base_url}/responses plays the next scripted answer, or asks `responder`: R
 (response.created; response.output_item.added/done around each output item: reasoning with
 its summary deltas, a message with response.output_text.delta, a function_call with
 response.function_call_arguments.delta, or any raw item such as a local_shell_call;
-response.completed with usage), or the completed response as one JSON object when the request
-did not ask for a stream. GET {base_url}/models lists `models`.
+response.completed with usage). Codex always streams and asks for nothing else (anything
+else is recorded and answered 404).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import itertools
 import json
 from typing import Any
 
-from fake_endpoint import Exchange, FakeEndpoint, Stream
+from fake_endpoint import FakeEndpoint, Stream
 
 MODEL = "gpt-5.3-codex"
 USAGE = {"input_tokens": 12, "output_tokens": 6}
@@ -111,23 +111,3 @@ class FakeResponses(FakeEndpoint):
     prefix = "/v1"
     model_route = "/v1/responses"
     named_events = True
-
-    def __init__(self, models: list[str] | None = None) -> None:
-        super().__init__()
-        self.models = models or [MODEL]
-
-    def get(self, exchange: Exchange) -> None:
-        if exchange.route == f"{self.prefix}/models":
-            exchange.send_json(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
-        else:
-            super().get(exchange)
-
-    def post(self, exchange: Exchange) -> None:
-        if exchange.route != self.model_route:
-            super().post(exchange)
-            return
-        answer = self.next_answer(exchange.body)
-        if isinstance(answer, Stream) and not (exchange.body or {}).get("stream"):
-            exchange.send_json(200, answer.chunks[-1]["response"])
-        else:
-            exchange.answer(answer)

@@ -174,3 +174,42 @@ def test_each_fake_streams_its_scripted_answer_and_records_the_request(endpoint,
         assert "Hi " in answer.text
         assert ending in answer.text
         assert fake.model_requests == [body]
+
+
+def test_the_anthropic_fake_streams_blocks_in_the_order_the_messages_api_does():
+    stream = fake_anthropic.reply("Hi", thinking="hm", tools=[("Write", {"p": 1})])  # its input in two pieces
+    kinds = [c["type"] + ":" + c.get("content_block", c.get("delta", {})).get("type", "") for c in stream.chunks]
+    block = ["content_block_start:{}", "content_block_delta:{}_delta", "content_block_stop:"]
+    assert kinds == [
+        "message_start:",
+        *(k.format("thinking") for k in block),
+        *(k.format("text") for k in block),
+        "content_block_start:tool_use",
+        "content_block_delta:input_json_delta",
+        "content_block_delta:input_json_delta",
+        "content_block_stop:",
+        "message_delta:",
+        "message_stop:",
+    ]
+    assert stream.chunks[-2]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_the_responses_fake_wraps_each_output_item_in_added_and_done_events():
+    shell = {"type": "local_shell_call", "action": {"type": "exec", "command": ["ls"]}}
+    stream = fake_responses.reply("Hi", reasoning="hm", tools=[("exec_command", {"cmd": "ls"})], items=[shell])
+    kinds = [c["type"].removeprefix("response.") for c in stream.chunks]
+    assert kinds == [
+        "created",
+        *("output_item.added", "reasoning_summary_part.added", "reasoning_summary_text.delta"),
+        *("reasoning_summary_text.done", "output_item.done"),
+        *("output_item.added", "content_part.added", "output_text.delta", "output_text.done"),
+        *("content_part.done", "output_item.done"),
+        *("output_item.added", "function_call_arguments.delta", "function_call_arguments.delta"),
+        *("function_call_arguments.done", "output_item.done"),
+        *("output_item.added", "output_item.done"),
+        "completed",
+    ]
+    output = stream.chunks[-1]["response"]["output"]
+    assert [item["type"] for item in output] == ["reasoning", "message", "function_call", "local_shell_call"]
+    assert len({item["call_id"] for item in output[2:]}) == 2
+    assert [c["sequence_number"] for c in stream.chunks] == list(range(len(stream.chunks)))
