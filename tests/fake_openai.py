@@ -15,44 +15,12 @@ from __future__ import annotations
 
 import json
 import math
-import select
-import sys
 import threading
-import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import replace
 from typing import Any
 
-HOLD_LIMIT = 10.0
-
-
-@dataclass(frozen=True)
-class Stream:
-    """A 200 answer: `chunks` as SSE events, then `data: [DONE]` unless held open."""
-
-    chunks: list[dict[str, Any]]
-    gap: float = 0.0  # seconds between chunks: a model that is slow on purpose
-    hold_open: bool = False
-    hold_headers: bool = False  # wait for the client to go away before answering at all
-
-
-@dataclass(frozen=True)
-class Failure:
-    status: int
-    message: str = "scripted failure"
-    headers: dict[str, str] = field(default_factory=dict)
-    code: str | None = None
-
-
-@dataclass(frozen=True)
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    raw: bytes = b""  # the body's bytes as sent
+from fake_endpoint import Exchange, Failure, FakeEndpoint, Stream
 
 
 def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -172,55 +140,27 @@ def too_long(limit: int, tokens: int) -> Failure:
     )
 
 
-class FakeOpenAI:
+class FakeOpenAI(FakeEndpoint):
     """Start with `with FakeOpenAI() as fake:`; queue answers with `script(...)`."""
 
+    prefix = "/v1"
+    model_route = "/chat/completions"
+    done_marker = True
+
     def __init__(self, models: list[str] | None = None) -> None:
+        super().__init__()
         self.models: list[dict[str, Any]] = [{"id": m, "object": "model"} for m in (models or ["gpt-4o"])]
         self.models_failure: Failure | None = None
-        self.responder: Callable[[dict[str, Any]], Stream | Failure] | None = None  # when nothing is queued
-        self.requests: list[Recorded] = []
         self.context_limit: int | None = None  # tokens (see `tokens_of`) a request may take
         self.max_request_chars: int | None = None  # characters of a request's body as sent
         self.prompt_chars_per_token: float | None = None  # the fake's tokenizer for `prompt_tokens`
         self.refused: list[dict[str, Any]] = []  # bodies answered "context length exceeded"
-        self.disconnected = threading.Event()
         self.chat_arrived = threading.Event()
-        self._answers: deque[Stream | Failure] = deque()
-        self._stopping = threading.Event()
-        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_port}/v1"
-
-    def __enter__(self) -> FakeOpenAI:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
-
-    def script(self, *answers: Stream | Failure) -> None:
-        self._answers.extend(answers)
 
     @property
     def chats(self) -> list[dict[str, Any]]:
         """The JSON bodies of every chat completion request, in order."""
-        return [r.body for r in self.requests if r.path.endswith("/chat/completions")]
-
-    def next_answer(self, body: dict[str, Any]) -> Stream | Failure:
-        try:
-            return self._answers.popleft()
-        except IndexError:
-            if self.responder is not None:
-                return self.responder(body)
-            return Failure(500, "the test scripted no answer for this request")
+        return self.model_requests
 
     def refusal(self, body: Any, raw: bytes) -> Failure | None:
         """The context-length error for a request over a limit, or None."""
@@ -238,100 +178,27 @@ class FakeOpenAI:
         usage = {"prompt_tokens": prompt, "completion_tokens": 10, "total_tokens": prompt + 10}
         return replace(stream, chunks=[*stream.chunks, chunk(usage=usage)])
 
-    def hold(self, handler: BaseHTTPRequestHandler) -> None:
-        """Keep a stream open until the client closes its end (or the test ends)."""
-        deadline = time.monotonic() + HOLD_LIMIT
-        while time.monotonic() < deadline and not self._stopping.is_set():
-            readable, _, _ = select.select([handler.connection], [], [], 0.02)
-            if readable and not handler.connection.recv(1):
-                self.disconnected.set()
-                return
+    def get(self, exchange: Exchange) -> None:
+        if exchange.route.endswith("/models") and self.models_failure is None:
+            exchange.send_json(200, {"object": "list", "data": self.models})
+        else:
+            exchange.fail(self.models_failure or Failure(404, "not found"))
 
-
-class _Server(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that stops reading at `data: [DONE]` or is cancelled resets the connection.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
-def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            self._record(None)
-            if self.path.endswith("/models") and fake.models_failure is None:
-                self._json(200, {"object": "list", "data": fake.models})
-            else:
-                self._fail(fake.models_failure or Failure(404, "not found"))
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
-            body = json.loads(raw or b"null")
-            self._record(body, raw)
-            if not self.path.endswith("/chat/completions"):
-                # Endpoint probes (Hermes asks Ollama's /api/show) must not use up a scripted answer.
-                self._fail(Failure(404, "not found"))
-                return
-            fake.chat_arrived.set()
-            if (refusal := fake.refusal(body, raw)) is not None:
-                fake.refused.append(body)
-                self._fail(refusal)
-                return
-            answer = fake.next_answer(body)
-            if isinstance(answer, Failure):
-                self._fail(answer)
-            elif isinstance(body, dict) and not body.get("stream"):
-                self._json(200, completion(fake.with_usage(answer, raw)))  # a request that did not ask for a stream
-            else:
-                self._stream(fake.with_usage(answer, raw))
-
-        def _record(self, body: Any, raw: bytes = b"") -> None:
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            fake.requests.append(Recorded(self.command, self.path, headers, body, raw))
-
-        def _json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
-            body = json.dumps(data).encode()
-            self.send_response(status)
-            for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _fail(self, failure: Failure) -> None:
-            error = {"message": failure.message, "type": "fake", "code": failure.code}
-            self._json(failure.status, {"error": error}, failure.headers)
-
-        def _stream(self, stream: Stream) -> None:
-            if stream.hold_headers:
-                fake.hold(self)
-                self.close_connection = True
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            self._write(": keep-alive comment\n\n")
-            for item in stream.chunks:
-                self._write(f"data: {json.dumps(item)}\n\n")
-                if stream.gap:
-                    time.sleep(stream.gap)
-            if stream.hold_open:
-                fake.hold(self)
-                self.close_connection = True
-                return
-            self._write("data: [DONE]\n\n")
-            self.wfile.write(b"0\r\n\r\n")
-
-        def _write(self, text: str) -> None:
-            data = text.encode()
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
-
-    return Handler
+    def post(self, exchange: Exchange) -> None:
+        if not exchange.route.endswith(self.model_route):
+            # Endpoint probes (Hermes asks Ollama's /api/show) must not use up a scripted answer.
+            exchange.fail(Failure(404, "not found"))
+            return
+        self.chat_arrived.set()
+        body, raw = exchange.body, exchange.record.raw
+        if (refusal := self.refusal(body, raw)) is not None:
+            self.refused.append(body)
+            exchange.fail(refusal)
+            return
+        answer = self.next_answer(body)
+        if isinstance(answer, Failure):
+            exchange.fail(answer)
+        elif isinstance(body, dict) and not body.get("stream"):
+            exchange.send_json(200, completion(self.with_usage(answer, raw)))  # a request that did not ask for a stream
+        else:
+            exchange.stream(self.with_usage(answer, raw))
