@@ -225,6 +225,7 @@ class StubbornAdapter:
     name = "stubborn"
 
     def __init__(self) -> None:
+        self.waiting = threading.Event()
         self.release = threading.Event()
         self.finished = threading.Event()
 
@@ -232,9 +233,10 @@ class StubbornAdapter:
         return AdapterCapabilities()
 
     def run_turn(self, turn, sink):
-        sink.text("before")
-        self.release.wait(10)  # not the sink's sleep, so the cancel goes unheard
         try:
+            sink.text("before")  # returns once published: the first delta of a run waits for that
+            self.waiting.set()
+            self.release.wait(10)  # not the sink's sleep, so the cancel goes unheard
             sink.text("after the cancel")
         finally:
             self.finished.set()
@@ -251,6 +253,8 @@ async def test_a_worker_that_ignores_cancellation_is_abandoned_and_its_later_out
         sid = await editor.new_session(tmp_path)
         task = await editor.start_prompt(sid, "x")
         await editor.wait_for(lambda: editor.text(sid) == "before")
+        # Cancel only once the worker is past its first report, deaf to the sink.
+        assert await anyio.to_thread.run_sync(adapter.waiting.wait, 10)
         await editor.notify("session/cancel", {"sessionId": sid})
         try:
             assert (await task)["result"] == {"stopReason": "cancelled"}  # while the worker still runs
