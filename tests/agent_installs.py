@@ -19,15 +19,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # not POSIX: installs are not serialized across concurrent runs
-    fcntl = None  # type: ignore[assignment]
+from install_lock import install_lock
 
 LOCKS = Path(__file__).resolve().parent / "agents"
 NPM_TIMEOUT = 600  # seconds for `npm ci`; about a minute here
@@ -69,20 +65,6 @@ def executable(name: str) -> Path:
     raise InstallError(f"no such agent: {name}")
 
 
-@contextlib.contextmanager
-def _locked(name: str) -> Iterator[None]:
-    if fcntl is None:
-        yield
-        return
-    path = Path(tempfile.gettempdir()) / f"acp-server-tests-{os.getuid()}-agents-{name}.lock"
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _digest(*files: Path) -> str:
     return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
 
@@ -90,7 +72,7 @@ def _digest(*files: Path) -> str:
 def _install_once(home: Path, name: str, install: Callable[[Path], None]) -> Path:
     """`install(home)` unless a finished install is there; a failed one is removed."""
     marker = home / ".acp-server-installed"
-    with _locked(name):
+    with install_lock(f"agents-{name}"):
         if not marker.exists():
             shutil.rmtree(home, ignore_errors=True)
             home.mkdir(parents=True)

@@ -8,28 +8,13 @@ from typing import Any
 
 import pytest
 from acp_child import Runtimes, child_argv
+from scripted_contract import SCENARIOS, ScriptedPrompts
 
 from acp_server.downstream.runtime import AcpRuntime
 from adapters.contract import AdapterContract
 
-SCENARIOS = [
-    {
-        "match": "stream",
-        "steps": [{"think": "hmm"}, {"say": "one ", "repeat": 3}, {"usage": {"inputTokens": 5, "outputTokens": 3}}],
-    },
-    {
-        "match": "write",
-        "steps": [
-            {"say": "writing"},
-            {"tool": "Write a.txt", "kind": "edit", "ask": True, "write_file": {"path": "a.txt", "content": "A"}},
-        ],
-    },
-    {"match": "boom", "steps": [{"say": "about to fail"}, {"error": "the scenario failed"}]},
-    {"match": "long", "steps": [{"say": "working"}, {"sleep": 30}, {"say": "never"}]},
-]
 
-
-class TestAcpRuntime(AdapterContract):
+class TestAcpRuntime(ScriptedPrompts, AdapterContract):
     turn_timeout = 30.0  # the first turn of each test starts the agent below
 
     @pytest.fixture(autouse=True)
@@ -44,15 +29,3 @@ class TestAcpRuntime(AdapterContract):
 
     def turn_fields(self) -> dict[str, Any]:
         return {"cwd": str(self.root)}
-
-    def prompt_that_streams(self) -> str:
-        return "stream"
-
-    def prompt_that_asks_permission(self) -> str:
-        return "write"
-
-    def prompt_that_raises(self) -> str:
-        return "boom"
-
-    def prompt_that_runs_long(self) -> str:
-        return "long"

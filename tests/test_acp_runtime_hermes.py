@@ -1,17 +1,17 @@
 """`hermes acp` (Hermes' own ACP adapter, a third-party ACP agent) behind acp-server's
 `hermes-acp` preset, against the fake model on 127.0.0.1: a prompt streams, Hermes' modes are
 the editor's, a question Hermes asks about a tool call it never announced names the visible
-call, and the prompt after a cancel gets its answer. Skips (or, under CI, fails) as
-tests/installs.py says when `hermes acp` cannot be set up."""
+call, and the prompt after a cancel gets its answer. `hermes acp` is the pinned install of
+tests/agent_installs.py; skips (or, under CI, fails) when it cannot be set up."""
 
 from __future__ import annotations
 
 import pytest
 from acp_child import Runtimes
+from agents import require
 from fake_openai import FakeOpenAI, reply
 from harness import running
 from hermes_home import make_home
-from installs import hermes_acp
 
 from acp_server.acp.handlers import AcpAgent
 from acp_server.downstream.presets import preset_agent
@@ -34,7 +34,7 @@ def answer(body):
 
 @pytest.fixture
 def hermes(tmp_path, monkeypatch):
-    command = hermes_acp()
+    command = (str(require("hermes")), "acp")
     runtimes = Runtimes()
     with FakeOpenAI() as model:
         model.responder = answer

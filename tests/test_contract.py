@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from scripted_contract import SCENARIOS as CONTRACT_SCENARIOS
+from scripted_contract import ScriptedPrompts
 
 from adapters.base import AdapterCapabilities, ConfigChoice, ConfigOption, Health, SlashCommand, TurnCancelled
 from adapters.callable import CallableAdapter, SessionInfo, SimpleAdapter
@@ -20,24 +22,7 @@ from adapters.scripted import ScriptedAdapter
 from adapters.testing import RecordingSink, run_turn, start_turn
 from examples.my_agent import make_agent
 
-SCENARIOS = {
-    "contextWindow": 1000,
-    "scenarios": [
-        {
-            "match": "stream",
-            "steps": [{"think": "hmm"}, {"say": "one ", "repeat": 3}, {"usage": {"inputTokens": 5, "outputTokens": 3}}],
-        },
-        {
-            "match": "write",
-            "steps": [
-                {"say": "writing"},
-                {"tool": "Write a.txt", "kind": "edit", "ask": True, "write_file": {"path": "a.txt", "content": "A"}},
-            ],
-        },
-        {"match": "boom", "steps": [{"say": "about to fail"}, {"error": "the scenario failed"}]},
-        {"match": "long", "steps": [{"say": "working"}, {"sleep": 30}, {"say": "never"}]},
-    ],
-}
+SCENARIOS = {"contextWindow": 1000, "scenarios": CONTRACT_SCENARIOS}
 
 
 class TestEchoAdapter(AdapterContract):
@@ -45,7 +30,7 @@ class TestEchoAdapter(AdapterContract):
         return EchoAdapter()
 
 
-class TestScriptedAdapter(AdapterContract):
+class TestScriptedAdapter(ScriptedPrompts, AdapterContract):
     @pytest.fixture(autouse=True)
     def _scenario_file(self, tmp_path: Path) -> None:
         self.path = tmp_path / "contract.json"
@@ -53,18 +38,6 @@ class TestScriptedAdapter(AdapterContract):
 
     def make_adapter(self) -> ScriptedAdapter:
         return ScriptedAdapter(self.path)
-
-    def prompt_that_streams(self) -> str:
-        return "stream"
-
-    def prompt_that_asks_permission(self) -> str:
-        return "write"
-
-    def prompt_that_raises(self) -> str:
-        return "boom"
-
-    def prompt_that_runs_long(self) -> str:
-        return "long"
 
 
 def run(prompt: str, session: SessionInfo) -> Iterator[str] | str:

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from installs import CLIENTS, install_lock, locked_version, node_packages, unavailable
+from install_lock import install_lock
+from installs import CLIENTS, locked_version, node_packages, unavailable
 
 TS_CLIENT = CLIENTS / "ts-client.mjs"
 PY_CLIENT = CLIENTS / "py_sdk_client.py"
