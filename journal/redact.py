@@ -137,20 +137,11 @@ def redact_record(record: logging.LogRecord) -> None:
         record.stack_info = redact_text(record.stack_info)
 
 
-# The last text found to hold no trigger: a delta the stream redactor let through costs the
-# journal's own pass over it nothing. Identity, not equality: a str is immutable, and the slot
-# keeps it alive, so no other text can pass for it (whichever thread wrote the slot last).
-_clean: list[str] = [""]
-
-
 def _has_trigger(text: str) -> bool:
-    if text is _clean[0]:
-        return False
     lowered = text.lower()
-    for trigger in _TRIGGERS:
+    for trigger in _TRIGGERS:  # noqa: SIM110 (a loop is 20% faster than any(); it runs per delta)
         if trigger in lowered:
             return True
-    _clean[0] = text
     return False
 
 
@@ -222,7 +213,7 @@ class StreamRedactor:
     secret's start (`sk-pr`, `ghp_12`, `password = `, `https://user:`, `-----BEGIN`) is held back
     until its token ends or HOLD_CAP is reached; a private key is one [REDACTED] up to its END
     line. Text is redacted after the line it continues, so the pieces add up to the text redacted
-    whole; and each piece is left as it is by `redact_text` on its own (the journal's own pass)."""
+    whole; and each piece is left as it is by `redact_text` on its own (a second pass changes nothing)."""
 
     def __init__(self) -> None:
         self._held = ""

@@ -306,8 +306,9 @@ class Journal:
 
     # --- events ---------------------------------------------------------------------------
 
-    async def append(self, envelope: Envelope, *, durable: bool = False) -> None:
-        """Queue one event (redacted) for the next group commit.
+    async def append(self, envelope: Envelope, *, durable: bool = False, redacted: bool = False) -> None:
+        """Queue one event (redacted, unless the caller did that with `redact.RunRedactor`, as
+        the server's publish path does: `redacted`) for the next group commit.
 
         With `durable` (the server's every append: it writes the event to the editor next),
         or for an event durable by `journal.durability` (a prompt, a tool start or dispatch, a
@@ -323,7 +324,7 @@ class Journal:
             type=kind,
             created_at=envelope.created_at or time.time(),
             terminal=kind == "done",
-            payload=storable(_JSON.encode(redact(payload))),
+            payload=storable(_JSON.encode(payload if redacted else redact(payload))),
         )
         waiter = self._committer.submit(item, durable=durable or is_durable(envelope.event))
         if waiter is not None:

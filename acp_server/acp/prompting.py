@@ -244,7 +244,7 @@ class Prompts:
         if self.journal is not None:
             # Committed before the editor sees it: a crash never takes back what was shown, and
             # a tool never runs before its dispatched record is stored.
-            await self.journal.append(envelope, durable=True)
+            await self.journal.append(envelope, durable=True, redacted=True)  # by `publish`'s redactor
             if isinstance(event, TitleChanged):
                 await self.journal.update_session(envelope.session_id, title=event.title)
         for shown in reply.shown(event):

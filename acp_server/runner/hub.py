@@ -40,9 +40,9 @@ STOP_GRACE = 5.0  # seconds `runner stop` gives cancelled turns to finish their 
 class RunnerJournal(Journal):
     """The journal, telling the routes which event the update about to be sent came from."""
 
-    async def append(self, envelope: Envelope, *, durable: bool = False) -> None:
+    async def append(self, envelope: Envelope, *, durable: bool = False, redacted: bool = False) -> None:
         current_cursor.set((envelope.run_id, envelope.seq))
-        await super().append(envelope, durable=durable)
+        await super().append(envelope, durable=durable, redacted=redacted)
 
 
 class Hub:
