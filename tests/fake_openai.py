@@ -13,11 +13,13 @@ as sent over it as `prompt_tokens`, as a real endpoint counts its own tokens.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from fake_endpoint import Exchange, Failure, FakeEndpoint, Stream
@@ -202,3 +204,21 @@ class FakeOpenAI(FakeEndpoint):
             exchange.send_json(200, completion(self.with_usage(answer, raw)))  # a request that did not ask for a stream
         else:
             exchange.stream(self.with_usage(answer, raw))
+
+
+@contextlib.contextmanager
+def openai_adapter(tmp_path: Path) -> Iterator[tuple[FakeOpenAI, Any]]:
+    """A fake endpoint and an `OpenAIAdapter` on it (gpt-4o, a config home in `tmp_path`)."""
+    from adapters.openai import OpenAIAdapter
+
+    with FakeOpenAI() as fake:
+        adapter = OpenAIAdapter(
+            model="gpt-4o",
+            base_url=fake.base_url,
+            api_key="sk-test-0000000000",
+            env={"XDG_CONFIG_HOME": str(tmp_path / "config")},
+        )
+        try:
+            yield fake, adapter
+        finally:
+            adapter.close()

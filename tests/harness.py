@@ -410,3 +410,13 @@ async def running(agent: AcpAgent, *, max_frame_bytes: int = 64 << 20) -> AsyncI
         with anyio.fail_after(10):
             await editor_done.wait()
         tg.cancel_scope.cancel()
+
+
+def answer_permissions(*options: str) -> ServerRequestHandler:
+    """An editor's `session/request_permission` handler that picks these option ids, in turn."""
+    queue = list(options)
+
+    async def answer(params: dict[str, Any]) -> dict[str, Any]:
+        return {"outcome": {"outcome": "selected", "optionId": queue.pop(0)}}
+
+    return answer

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, reply
-from harness import running
+from fake_openai import FakeOpenAI, openai_adapter, reply
+from harness import answer_permissions, running
 
 from acp_server.acp.handlers import AcpAgent
 from adapters.base import RuntimeAdapter
@@ -53,16 +53,6 @@ def untouched(ws: Path) -> bool:
     return not (ws / "x").exists() and not (ws / "pwned").exists() and (ws / "dir").is_dir()
 
 
-def answering(*options: str):
-    """An editor that answers its permission questions with these options, in turn."""
-    queue = list(options)
-
-    async def answer(params: dict[str, Any]) -> dict[str, Any]:
-        return {"outcome": {"outcome": "selected", "optionId": queue.pop(0)}}
-
-    return answer
-
-
 def questions(editor) -> list[dict[str, Any]]:
     return [r["params"] for r in editor.server_requests if r["method"] == "session/request_permission"]
 
@@ -80,17 +70,8 @@ def scripted(*lines: str) -> ScriptedAdapter:
 
 @pytest.fixture
 def openai(tmp_path) -> Iterator[tuple[FakeOpenAI, OpenAIAdapter]]:
-    with FakeOpenAI() as fake:
-        adapter = OpenAIAdapter(
-            model="gpt-4o",
-            base_url=fake.base_url,
-            api_key="sk-test-0000000000",
-            env={"XDG_CONFIG_HOME": str(tmp_path / "config")},
-        )
-        try:
-            yield fake, adapter
-        finally:
-            adapter.close()
+    with openai_adapter(tmp_path) as served:
+        yield served
 
 
 def commands(fake: FakeOpenAI, *lines: str) -> None:
@@ -102,7 +83,7 @@ def commands(fake: FakeOpenAI, *lines: str) -> None:
 async def prompts(adapter: RuntimeAdapter, ws: Path, count: int, *answers: str):
     """Prompts "0", "1", ... in one session of `adapter`, the editor giving `answers`."""
     async with running(AcpAgent(adapter)) as editor:
-        editor.handlers["session/request_permission"] = answering(*answers)
+        editor.handlers["session/request_permission"] = answer_permissions(*answers)
         await editor.initialize()
         sid = await editor.new_session(ws)
         for n in range(count):

@@ -11,22 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness import running
+from harness import answer_permissions, running
 
 from acp_server.acp.handlers import AcpAgent
 from adapters.base import RuntimeAdapter, Sink, ToolRefused, TurnInput
 from adapters.callable import SimpleAdapter
 from adapters.events import StopReason
 from adapters.scripted import ScriptedAdapter
-
-
-def answering(*options: str):
-    queue = list(options)
-
-    async def answer(params: dict[str, Any]) -> dict[str, Any]:
-        return {"outcome": {"outcome": "selected", "optionId": queue.pop(0)}}
-
-    return answer
 
 
 def questions(editor) -> list[dict[str, Any]]:
@@ -39,7 +30,7 @@ def titles(editor, sid: str) -> list[str]:
 
 async def play(adapter: RuntimeAdapter, cwd: Path, *answers: str, prompts: tuple[str, ...] = ("go",)):
     async with running(AcpAgent(adapter)) as editor:
-        editor.handlers["session/request_permission"] = answering(*answers)
+        editor.handlers["session/request_permission"] = answer_permissions(*answers)
         await editor.initialize()
         sid = await editor.new_session(cwd)
         for prompt in prompts:

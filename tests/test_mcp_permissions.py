@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, reply
-from harness import running
+from fake_openai import FakeOpenAI, openai_adapter, reply
+from harness import answer_permissions, running
 from mcp_notes import stdio_server
 
 from acp_server.acp.handlers import AcpAgent
@@ -30,26 +30,8 @@ NAMES = [("srv", "get_weather"), ("github", "get_file_contents"), ("find", "anyt
 
 @pytest.fixture
 def openai(tmp_path) -> Iterator[tuple[FakeOpenAI, OpenAIAdapter]]:
-    with FakeOpenAI() as fake:
-        adapter = OpenAIAdapter(
-            model="gpt-4o",
-            base_url=fake.base_url,
-            api_key="sk-test-0000000000",
-            env={"XDG_CONFIG_HOME": str(tmp_path / "config")},
-        )
-        try:
-            yield fake, adapter
-        finally:
-            adapter.close()
-
-
-def answering(*options: str):
-    queue = list(options)
-
-    async def answer(params: dict[str, Any]) -> dict[str, Any]:
-        return {"outcome": {"outcome": "selected", "optionId": queue.pop(0)}}
-
-    return answer
+    with openai_adapter(tmp_path) as served:
+        yield served
 
 
 def asked(editor) -> list[str]:
@@ -63,7 +45,7 @@ def calls(log: Path) -> list[str]:
 
 async def session(adapter: OpenAIAdapter, tmp_path: Path, server: dict[str, Any], prompts: int, *answers: str):
     async with running(AcpAgent(adapter)) as editor:
-        editor.handlers["session/request_permission"] = answering(*answers)
+        editor.handlers["session/request_permission"] = answer_permissions(*answers)
         await editor.initialize()
         result = await editor.request("session/new", {"cwd": str(tmp_path), "mcpServers": [server]})
         for n in range(prompts):

@@ -213,11 +213,16 @@ def _exchange() -> Callable[[bytes, bytes], object]:
     return renames
 
 
+@dataclass(frozen=True)
+class Race(Tree):
+    settle: Callable[[], None]  # stops the swaps (to look at the tree as it was left)
+
+
 @pytest.fixture
-def race(tree: Tree) -> Iterator[Tree]:
+def race(tree: Tree) -> Iterator[Race]:
     """`work/sub` (a directory with `data.txt`) and `work/swap` (a symlink to the outside
-    directory) change places again and again until the test ends. A thread, not a process:
-    its swaps then fall between our own system calls, where the GIL is let go."""
+    directory) change places again and again until the test settles them or ends. A thread, not
+    a process: its swaps then fall between our own system calls, where the GIL is let go."""
     (tree.work / "sub").mkdir()
     (tree.work / "sub" / "data.txt").write_text("inside\n")
     (tree.outside / "data.txt").write_text(SECRET + "\n")
@@ -230,13 +235,16 @@ def race(tree: Tree) -> Iterator[Tree]:
             exchange(sub, swap)
             swaps[0] += 1
 
+    def settle() -> None:
+        stop.set()
+        thread.join()
+
     thread = threading.Thread(target=swapper, daemon=True)
     thread.start()
     try:
-        yield tree
+        yield Race(tree.work, tree.outside, settle)
     finally:
-        stop.set()
-        thread.join()
+        settle()
     assert swaps[0] > 0
 
 
@@ -254,7 +262,7 @@ def _outcome(attempt: Callable[[], object], good: object, refusals: tuple[str, .
         return f"raised {type(exc).__name__}"
 
 
-def test_reads_never_return_an_outside_file_while_a_directory_is_swapped_for_a_symlink(race: Tree, opener: str) -> None:
+def test_reads_never_return_an_outside_file_while_a_directory_is_swapped_for_a_symlink(race: Race, opener: str) -> None:
     def read() -> str:
         return read_text("sub/data.txt", cwd=str(race.work))
 
@@ -265,13 +273,14 @@ def test_reads_never_return_an_outside_file_while_a_directory_is_swapped_for_a_s
 
 
 def test_writes_never_land_outside_nor_leave_temporary_files_while_a_directory_is_swapped(
-    race: Tree, opener: str
+    race: Race, opener: str
 ) -> None:
     def write(n: int) -> None:
         write_text(f"sub/new/{n}.txt", "written", cwd=str(race.work))
 
     refusals = ("Refused: sub/new/", "Cannot write sub/new/")
     outcomes = Counter(_outcome(functools.partial(write, n), None, refusals) for n in range(SWAPS_PER_CASE))
+    race.settle()  # a walk of the tree while it changes would trip over the swaps
 
     assert _outside_names(race) == ["credentials", "data.txt"]
     assert (race.outside / "data.txt").read_text() == SECRET + "\n"
@@ -279,7 +288,7 @@ def test_writes_never_land_outside_nor_leave_temporary_files_while_a_directory_i
     assert list(race.work.rglob("*.tmp")) == []
 
 
-def test_searches_and_listings_never_show_an_outside_file_while_a_directory_is_swapped(race: Tree, opener: str) -> None:
+def test_searches_and_listings_never_show_an_outside_file_while_a_directory_is_swapped(race: Race, opener: str) -> None:
     for _ in range(SWAPS_PER_CASE // 4):
         for call in (lambda: search_text(str(race.work), "."), lambda: list_directory(str(race.work), "sub")):
             try:
@@ -289,7 +298,7 @@ def test_searches_and_listings_never_show_an_outside_file_while_a_directory_is_s
             assert SECRET not in str(shown) and "credentials" not in str(shown)
 
 
-async def test_prompts_reading_and_writing_while_a_directory_is_swapped_end_and_stay_inside(race: Tree) -> None:
+async def test_prompts_reading_and_writing_while_a_directory_is_swapped_end_and_stay_inside(race: Race) -> None:
     steps = []
     for n in range(10):
         steps.append({"tool": "Read", "kind": "read", "read_file": "sub/data.txt"})
