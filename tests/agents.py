@@ -126,11 +126,17 @@ def fast_agent(root: Path, base_url: str) -> Launch:
 
 def hermes(root: Path, base_url: str) -> Launch:
     """Hermes: a custom provider in $HERMES_HOME/config.yaml (tests/hermes_home.py's, with its
-    environment probe and session titles off) and tirith, its command scanner, off."""
+    environment probe and session titles off) and tirith, its command scanner, off.
+
+    Hermes 0.19 cancels a model stream by shutting down the sockets of its httpx client's
+    default transport, but its clients carry their connections in mounted transports, so a
+    cancel that lands once the stream has stalled finds no socket (`tcp_force_closed=0`): the
+    stream is dropped only when the model sends more or the read times out (120 s by default,
+    the API timeout for a local endpoint). HERMES_STREAM_READ_TIMEOUT bounds that wait."""
     hermes_home = make_home(root, base_url)
     with (hermes_home / "config.yaml").open("a") as config:
         config.write("security:\n  tirith_enabled: false\n")
-    env = base_env(root / "home") | {"HERMES_HOME": str(hermes_home)}
+    env = base_env(root / "home") | {"HERMES_HOME": str(hermes_home), "HERMES_STREAM_READ_TIMEOUT": "5"}
     return Launch([str(require("hermes")), "acp"], env, work_dir(root))
 
 

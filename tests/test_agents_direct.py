@@ -17,7 +17,8 @@ What the agents do that an adapter must know (found here, each pinned by the fla
   follows the approval), gemini (no tool_call before it), hermes (write_file announces tc-...,
   asks as edit-approval-N, and never finishes tc-...). The question's toolCall must be enough.
 - codex keeps a cancelled turn's model stream open until the model sends more or its
-  `stream_idle_timeout_ms` passes (5 s in our config; 300 s by default).
+  `stream_idle_timeout_ms` passes (5 s in our config; 300 s by default); hermes does the same
+  when the stream has stalled before the cancel (until its read timeout: 5 s in our config).
 - gemini 0.61.0 cannot create a file through the client's fs: it reads it first, and its ACP SDK
   rejects with the plain error object, so a -32002 "not found" is not seen as ENOENT and
   write_file fails ("Error checking existing file"). Overwriting works.
