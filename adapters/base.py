@@ -96,6 +96,8 @@ class TurnInput:
     transcript: Transcript | None = None  # the agent's own saved transcript, if it saved one
     editor: EditorFeatures = field(default_factory=EditorFeatures)
     notes: SessionNotes = NO_NOTES  # outlives the turn: for what the agent learns later
+    origin: str | None = None  # None: the user's prompt; else a follow-up the agent asked for (`Sink.follow_up`)
+    state: Mapping[str, Any] = field(default_factory=dict[str, Any])  # what `Sink.save_state` kept, by key
 
     @property
     def text(self) -> str:
@@ -191,6 +193,20 @@ class Sink(Protocol):
     def title(self, title: str) -> None: ...
     def save_transcript(self, format: str, messages: Sequence[Any], *, base: bool = False) -> None:
         """Keep messages of the agent's own transcript in the journal (see `TurnInput.transcript`)."""
+        ...
+
+    def save_state(self, key: str, value: Any) -> None:
+        """Keep a JSON value with the session in the journal; the latest of each key comes back
+        in `TurnInput.state` (after a restart too). Journal-only: the editor is not shown it."""
+        ...
+
+    def follow_up(self, prompt: str, *, origin: str) -> None:
+        """Ask for one more turn of this session once this one has ended well, with `prompt` sent
+        in the agent's name (`origin` says what for, e.g. "goal"). It is a turn like any other (a
+        run in the journal, its prompt marked with `origin` and shown to the editor), run within
+        the `session/prompt` still open when nothing else waits in the session's queue (a prompt
+        sent meanwhile goes first). The agent's next turn replaces it (by asking again) or drops
+        it (by not asking); a cancel drops it and calls the adapter's `cancel`."""
         ...
 
     def compaction(

@@ -67,9 +67,11 @@ class PlanEntry:
 
 @dataclass(frozen=True, slots=True)
 class PromptReceived:
-    """The user's prompt, as plain content blocks; first event of every run."""
+    """The run's prompt, as plain content blocks; first event of every run. `origin` is None for
+    the user's prompt; a follow-up turn the agent asked for (`Sink.follow_up`) names what for."""
 
     blocks: tuple[dict[str, Any], ...]
+    origin: str | None = None
     kind: Literal["prompt"] = "prompt"
 
 
@@ -159,6 +161,16 @@ class TranscriptSaved:
     kind: Literal["transcript"] = "transcript"
 
 
+@dataclass(frozen=True, slots=True)
+class StateSaved:
+    """A value the agent keeps with the session under `key` (journal-only, never shown); the
+    latest of each key comes back in `TurnInput.state`, after a restart too."""
+
+    key: str
+    value: Any
+    kind: Literal["state"] = "state"
+
+
 CompactionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
 NoticeSeverity = Literal["info", "warning", "error"]
 
@@ -228,6 +240,7 @@ RuntimeEvent = (
     | TitleChanged
     | PermissionDecided
     | TranscriptSaved
+    | StateSaved
     | TerminalExited
     | CompactionUpdated
     | CompactionChunk

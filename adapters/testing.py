@@ -33,6 +33,7 @@ from adapters.events import (
     PlanEntry,
     PlanUpdated,
     RuntimeEvent,
+    StateSaved,
     TextDelta,
     ThoughtDelta,
     TitleChanged,
@@ -95,6 +96,7 @@ class RecordingSink:
         self._tools: dict[str, ToolCallStarted] = {}
         self._tool_count = 0
         self._files = dict(self.answers.files)
+        self._follow_ups: list[tuple[str, str]] = []
         self.activity = threading.Event()  # set by the turn's first sink call of any kind
         self.late_call = threading.Event()  # set by a call made after close()
         self.ended = threading.Event()  # set by close()
@@ -116,6 +118,12 @@ class RecordingSink:
         """Sink methods called after the turn had ended."""
         with self._lock:
             return tuple(self._late)
+
+    @property
+    def follow_ups(self) -> tuple[tuple[str, str], ...]:
+        """The follow-up turns asked for, as (prompt, origin), in order."""
+        with self._lock:
+            return tuple(self._follow_ups)
 
     @property
     def files(self) -> dict[str, str]:
@@ -248,6 +256,14 @@ class RecordingSink:
 
     def save_transcript(self, format: str, messages: Sequence[Any], *, base: bool = False) -> None:
         self._report("save_transcript", TranscriptSaved(format, tuple(messages), base))
+
+    def save_state(self, key: str, value: Any) -> None:
+        self._report("save_state", StateSaved(key, value))
+
+    def follow_up(self, prompt: str, *, origin: str) -> None:
+        with self._lock:
+            self._check_open("follow_up")
+            self._follow_ups.append((prompt, origin))
 
     def compaction(
         self, compaction_id: str, status: CompactionStatus, *, summary: str | None = None, error: str | None = None

@@ -17,6 +17,7 @@ from adapters.events import (
     CompactionChunk,
     Envelope,
     RuntimeEvent,
+    StateSaved,
     TextDelta,
     ThoughtDelta,
     TranscriptSaved,
@@ -350,7 +351,7 @@ def _is_word(char: str) -> bool:
 # --- a run's events ---------------------------------------------------------------------------
 
 _Delta = TextDelta | ThoughtDelta | CompactionChunk
-_UNSEEN = (UsageReported, TranscriptSaved)  # never shown between deltas, so they end no stream
+_UNSEEN = (UsageReported, TranscriptSaved, StateSaved)  # never shown between deltas, so they end no stream
 
 
 class RunRedactor:

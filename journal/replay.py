@@ -17,7 +17,7 @@ import aiosqlite
 
 from adapters.base import TurnInput
 from adapters.conversation import Conversation
-from adapters.events import PromptReceived, RuntimeEvent, TextDelta, TranscriptSaved
+from adapters.events import PromptReceived, RuntimeEvent, StateSaved, TextDelta, TranscriptSaved
 from journal.codec import decode_event
 from journal.records import EventRecord
 
@@ -136,11 +136,11 @@ async def _pages(
 
 async def conversation(conn: aiosqlite.Connection, session_id: str) -> Conversation:
     """The session's conversation, folded run by run as a live session folds it after each turn:
-    the prompt as text, the run's agent text as one reply, and the transcript the agent saved."""
+    the prompt as text, the run's agent text as one reply, and the transcript and state the agent saved."""
     folded = Conversation()
     run_id: str | None = None
-    prompt, reply, saves = "", list[str](), list[TranscriptSaved]()
-    async for rec in stream(conn, Span(session_id), types=("prompt", "text", "transcript")):
+    prompt, reply, saves = "", list[str](), list[TranscriptSaved | StateSaved]()
+    async for rec in stream(conn, Span(session_id), types=("prompt", "text", "transcript", "state")):
         if rec.run_id != run_id:
             if run_id is not None:
                 folded.add_turn(prompt, "".join(reply), saves)
@@ -150,7 +150,7 @@ async def conversation(conn: aiosqlite.Connection, session_id: str) -> Conversat
             prompt = TurnInput(session_id=session_id, cwd="", prompt=event.blocks).text
         elif isinstance(event, TextDelta):
             reply.append(event.text)
-        elif isinstance(event, TranscriptSaved):
+        elif isinstance(event, TranscriptSaved | StateSaved):
             saves.append(event)
     if run_id is not None:
         folded.add_turn(prompt, "".join(reply), saves)

@@ -26,6 +26,7 @@ from adapters.events import (
     PlanUpdated,
     PromptReceived,
     RuntimeEvent,
+    StateSaved,
     TerminalContent,
     TerminalExited,
     TextContent,
@@ -58,6 +59,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 EVERY_EVENT: list[RuntimeEvent] = [
     PromptReceived(blocks=({"type": "text", "text": "fix the bug"}, {"type": "resource_link", "uri": "file:///a"})),
+    PromptReceived(blocks=({"type": "text", "text": "go on"},), origin="goal"),
     TextDelta("Looking"),
     ThoughtDelta("the bug is in parse()"),
     ToolCallStarted(
@@ -85,6 +87,8 @@ EVERY_EVENT: list[RuntimeEvent] = [
     UsageReported(input_tokens=120, output_tokens=30, cost_usd=0.25, context_used=150, context_size=200_000),
     UsageReported(),
     TitleChanged("Fix the parser"),
+    StateSaved("agent.goal", {"goal": "fix it", "turns": 2, "subgoals": ["a"]}),
+    StateSaved("agent.goal", None),
     TerminalExited("term-1", "3 passed\n", exit_code=0, tool_call_id="t1"),
     TerminalExited("term-2", "", signal="SIGKILL", truncated=True),
     TurnFinished(reason="error", message="boom"),
@@ -332,6 +336,7 @@ DURABILITY = [
     (UsageReported(input_tokens=1), False),
     (TitleChanged("t"), False),
     (TranscriptSaved("f", ({"role": "user"},)), False),
+    (StateSaved("k", {"v": 1}), False),
     (TerminalExited("term-1", "ok\n", 0, tool_call_id="t"), False),
     (CompactionUpdated("c", "in_progress"), False),
     (CompactionChunk("c", "summary"), False),

@@ -22,11 +22,20 @@ from acp_server.protocol import methods
 from acp_server.protocol.models import AvailableCommand, PromptResult, Usage
 from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
-from acp_server.turns.mapping import to_update
+from acp_server.turns.bridge import FollowUp
+from acp_server.turns.mapping import live_updates, to_update
 from acp_server.turns.policy import DEFAULT_MODE
 from acp_server.turns.rich import RichReply, haui_on
 from acp_server.turns.services import ClientCapabilities, ClientTools
-from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
+from acp_server.turns.supervisor import (
+    Publish,
+    RunNumbering,
+    Ticket,
+    TurnOutcome,
+    TurnTally,
+    call_cancel_hook,
+    run_turn,
+)
 from acp_server.turns.terminal import TerminalChoice
 from acp_server.turns.workers import Workers
 from adapters.base import AdapterCapabilities, EditorFeatures, RuntimeAdapter, SessionNotes, TurnInput
@@ -94,21 +103,48 @@ class Prompts:
         self._client_left = False
 
     async def prompt(self, session: Session, blocks: Blocks) -> PromptResult:
-        """One `session/prompt`: wait behind earlier turns, run, answer with the stop reason."""
+        """One `session/prompt`: wait behind earlier turns, run, then the follow-up turns the
+        agent asks for (`Sink.follow_up`) while no other prompt waits; answer with the last
+        turn's stop reason and the tokens of them all."""
         ticket = session.queue.enter()
         try:
             await ticket.wait()
             if ticket.cancelled:
+                self._drop_follow_up(session)
                 return PromptResult(stop_reason="cancelled")
             outcome = await self._run(session, blocks, ticket)
+            spent = outcome.usage
+            while outcome.stop_reason != "error" and (follow := self._next_follow_up(session, ticket)) is not None:
+                outcome = await self._run(session, follow.prompt, ticket, origin=follow.origin)
+                spent = _added(spent, outcome.usage)
         finally:
             session.queue.leave(ticket)
         if outcome.stop_reason == "error":
             raise RpcError(INTERNAL_ERROR, outcome.error or "The agent failed")
-        usage = Usage.model_validate(outcome.usage) if outcome.usage is not None else None
-        return PromptResult(stop_reason=outcome.stop_reason, usage=usage)
+        usage = Usage.model_validate(spent) if spent is not None else None
+        return PromptResult(stop_reason="cancelled" if ticket.cancelled else outcome.stop_reason, usage=usage)
 
-    async def _run(self, session: Session, blocks: tuple[dict[str, Any], ...], ticket: Ticket) -> TurnOutcome:
+    def _next_follow_up(self, session: Session, ticket: Ticket) -> FollowUp | None:
+        """The follow-up to run now, within this prompt. While another prompt waits it stays
+        pending: that prompt goes first, and its turn asks again or not (a built-in command's
+        leaves it, and it runs after it). A cancel drops it."""
+        if ticket.cancelled:
+            self._drop_follow_up(session)
+            return None
+        if session.queue.others_waiting():
+            return None
+        follow, session.follow_up = session.follow_up, None
+        return follow
+
+    def _drop_follow_up(self, session: Session) -> None:
+        """A cancel drops the pending follow-up and tells the adapter, as a cancel of a turn would."""
+        if session.follow_up is not None:
+            session.follow_up = None
+            call_cancel_hook(self.adapter, session.id)
+
+    async def _run(
+        self, session: Session, blocks: tuple[dict[str, Any], ...], ticket: Ticket, *, origin: str | None = None
+    ) -> TurnOutcome:
         numbering = RunNumbering(f"run_{uuid.uuid4().hex}", session.id)
         if self.journal is not None:
             await self.journal.start_run(run_id=numbering.run_id, session_id=session.id)
@@ -138,9 +174,12 @@ class Prompts:
             history.transcript(),
             EditorFeatures(compaction=self._client().compaction, notices=self._client().notices),
             self.notes(session.id),
+            origin,
+            history.state(),
         )
-        await self.sessions.title_from_prompt(session, turn.text)
-        if (command := builtin_invocation(turn.text)) is not None:
+        if origin is None:
+            await self.sessions.title_from_prompt(session, turn.text)
+        if origin is None and (command := builtin_invocation(turn.text)) is not None:
             outcome = await self._run_builtin(session, blocks, command, numbering, publish)
         else:
             outcome = await run_turn(
@@ -153,7 +192,8 @@ class Prompts:
                 workers=self._workers,
                 grace=self.options.cancel_grace,
             )
-        history.add_turn(turn.text, "".join(tally.reply), tally.transcript)
+            session.follow_up = outcome.follow_up  # the agent's latest turn decides
+        history.add_turn(turn.text, "".join(tally.reply), tally.saves)
         return replace(outcome, usage=tally.usage())
 
     def connection_lost(self) -> None:
@@ -248,6 +288,12 @@ class Prompts:
             if isinstance(event, TitleChanged):
                 await self.journal.update_session(envelope.session_id, title=event.title)
         for shown in reply.shown(event):
-            update = to_update(shown)
-            if update is not None:
+            for update in live_updates(shown):
                 await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})
+
+
+def _added(first: dict[str, int] | None, second: dict[str, int] | None) -> dict[str, int] | None:
+    """Two turns' `usage`, added up."""
+    if first is None or second is None:
+        return first or second
+    return {key: first.get(key, 0) + second.get(key, 0) for key in first.keys() | second.keys()}

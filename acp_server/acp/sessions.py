@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_server.rpc.errors import RESOURCE_NOT_FOUND, RpcError
+from acp_server.turns.bridge import FollowUp
 from acp_server.turns.policy import PermissionMemory
 from acp_server.turns.supervisor import TurnQueue
 from adapters.base import SessionControls
@@ -36,6 +37,7 @@ class Session:
     permissions: PermissionMemory = field(default_factory=PermissionMemory)
     title: str | None = None
     controls: SessionControls | None = None  # the adapter's own modes, options, commands (acp.controls)
+    follow_up: FollowUp | None = None  # the turn the agent's latest turn asked for, not run yet (acp.prompting)
 
     @property
     def roots(self) -> tuple[str, ...]:

@@ -38,6 +38,7 @@ from adapters.events import (
     PlanEntry,
     PlanUpdated,
     RuntimeEvent,
+    StateSaved,
     TextDelta,
     ThoughtDelta,
     TitleChanged,
@@ -84,7 +85,15 @@ class Finished:
     error: BaseException | None = None
 
 
-Item = RuntimeEvent | Ask | Finished
+@dataclass(frozen=True, slots=True)
+class FollowUp:
+    """A turn the agent asked for once this one has ended (`Sink.follow_up`)."""
+
+    prompt: tuple[dict[str, Any], ...]
+    origin: str
+
+
+Item = RuntimeEvent | Ask | Finished | FollowUp
 
 
 @dataclass(slots=True)
@@ -250,6 +259,12 @@ class ThreadSink:
 
     def save_transcript(self, format: str, messages: Sequence[Any], *, base: bool = False) -> None:
         self._push(TranscriptSaved(format, tuple(messages), base))
+
+    def save_state(self, key: str, value: Any) -> None:
+        self._push(StateSaved(key, value))
+
+    def follow_up(self, prompt: str, *, origin: str) -> None:
+        self._push(FollowUp(({"type": "text", "text": prompt},), origin))
 
     def compaction(
         self, compaction_id: str, status: CompactionStatus, *, summary: str | None = None, error: str | None = None

@@ -19,6 +19,7 @@ from adapters.events import (
     PlanUpdated,
     PromptReceived,
     RuntimeEvent,
+    StateSaved,
     TerminalContent,
     TerminalExited,
     TextContent,
@@ -138,7 +139,7 @@ def to_update(event: RuntimeEvent) -> dict[str, Any] | None:
             return None  # the client shows its own prompt live; replay sends user chunks
         case TurnFinished() | PermissionDecided():
             return None  # journal-only: the response (or the tool's status) shows it
-        case TranscriptSaved():
+        case TranscriptSaved() | StateSaved():
             return None  # journal-only: the agent's own record, for its next turns
         case TerminalExited():
             return None  # journal-only: live, the embedded terminal shows the output itself
@@ -167,5 +168,16 @@ class OpenToolCalls:
 
 
 def user_message_chunks(event: PromptReceived) -> list[dict[str, Any]]:
-    """A replayed prompt, block by block, as `user_message_chunk` updates."""
-    return [{"sessionUpdate": "user_message_chunk", "content": block} for block in event.blocks]
+    """A replayed prompt, block by block, as `user_message_chunk` updates; a follow-up's (the
+    agent sent it) marked with its origin in `_meta`."""
+    meta = {} if event.origin is None else {"_meta": {"acp-server": {"origin": event.origin}}}
+    return [{"sessionUpdate": "user_message_chunk", "content": block} | meta for block in event.blocks]
+
+
+def live_updates(event: RuntimeEvent) -> list[dict[str, Any]]:
+    """What the editor is shown live of one event: `to_update`'s, and a follow-up's prompt (the
+    editor did not send it, so it has not shown it) as user message chunks."""
+    if isinstance(event, PromptReceived) and event.origin is not None:
+        return user_message_chunks(event)
+    update = to_update(event)
+    return [] if update is None else [update]

@@ -14,12 +14,12 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import anyio
 
-from acp_server.turns.bridge import Ask, Finished, ThreadSink, TurnServices, answer
+from acp_server.turns.bridge import Ask, Finished, FollowUp, ThreadSink, TurnServices, answer
 from acp_server.turns.mapping import OpenToolCalls
 from acp_server.turns.workers import Workers
 from adapters.base import AgentError, RuntimeAdapter, TurnCancelled, TurnInput
@@ -28,6 +28,7 @@ from adapters.events import (
     Envelope,
     PromptReceived,
     RuntimeEvent,
+    StateSaved,
     TextDelta,
     TranscriptSaved,
     TurnFinished,
@@ -93,6 +94,10 @@ class TurnQueue:
         if not self._tickets:
             self._idle.set()
 
+    def others_waiting(self) -> bool:
+        """Whether a prompt waits behind the running turn."""
+        return len(self._tickets) > 1
+
     def cancel_all(self) -> None:
         """Cancel the running turn and every prompt waiting now; later prompts are untouched."""
         for ticket in list(self._tickets):
@@ -104,23 +109,24 @@ class TurnOutcome:
     stop_reason: str
     error: str | None = None
     usage: dict[str, int] | None = None  # the turn's tokens, as the prompt response's `usage`
+    follow_up: FollowUp | None = None  # the turn the agent asked for next; only after a turn that ended well
 
 
 class TurnTally:
-    """What a turn said and spent: its reply and transcript saves (for the session's history),
-    and token usage."""
+    """What a turn said and spent: its reply and transcript and state saves (for the session's
+    history), and token usage."""
 
     def __init__(self) -> None:
         self.reply: list[str] = []
-        self.transcript: list[TranscriptSaved] = []
+        self.saves: list[TranscriptSaved | StateSaved] = []
         self._tokens: tuple[int, int] | None = None
         self._cached: int | None = None  # prompt tokens read from the provider's cache, when reported
 
     def add(self, event: RuntimeEvent) -> None:
         if isinstance(event, TextDelta):
             self.reply.append(event.text)
-        elif isinstance(event, TranscriptSaved):
-            self.transcript.append(event)
+        elif isinstance(event, TranscriptSaved | StateSaved):
+            self.saves.append(event)
         elif isinstance(event, UsageReported) and (event.input_tokens or event.output_tokens):
             # A report of the context window alone (an ACP agent's usage_update) spends nothing.
             spent = self._tokens or (0, 0)
@@ -218,13 +224,13 @@ async def run_turn(
         open_tools.add(envelope.event)
         await publish(envelope)
 
-    await publish(numbering.envelope(PromptReceived(turn.prompt)))
+    await publish(numbering.envelope(PromptReceived(turn.prompt, turn.origin)))
     outcome: TurnOutcome | None = None
 
     def stop() -> None:
         sink.cancel()
         asks.cancel()
-        _call_cancel_hook(adapter, turn.session_id)
+        call_cancel_hook(adapter, turn.session_id)
 
     worker = WorkerClaim(workers, partial(sink.work, adapter, turn))
     try:
@@ -260,11 +266,16 @@ async def run_turn(
 async def _pump(
     sink: ThreadSink, publish: Publish, numbering: RunNumbering, tg: anyio.abc.TaskGroup, asks: AskScopes
 ) -> TurnOutcome | None:
+    follow_up: FollowUp | None = None  # the last one the agent asked for
     while True:
         for item in await sink.take():
             if isinstance(item, Finished):
-                return _outcome(item, cancelled=sink.cancelled)
-            if isinstance(item, Ask):
+                outcome = _outcome(item, cancelled=sink.cancelled)
+                ended_well = outcome.stop_reason not in ("cancelled", "error")
+                return replace(outcome, follow_up=follow_up) if ended_well else outcome
+            if isinstance(item, FollowUp):
+                follow_up = item
+            elif isinstance(item, Ask):
                 tg.start_soon(asks.serve, item)
             else:
                 await publish(numbering.envelope(item))
@@ -286,7 +297,7 @@ def _outcome(finished: Finished, *, cancelled: bool) -> TurnOutcome:
     return TurnOutcome(finished.result)
 
 
-def _call_cancel_hook(adapter: RuntimeAdapter, session_id: str) -> None:
+def call_cancel_hook(adapter: RuntimeAdapter, session_id: str) -> None:
     try:
         adapter.cancel(session_id)
     except Exception:

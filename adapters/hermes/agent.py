@@ -18,7 +18,7 @@ from typing import Any
 from adapters.base import AdapterCapabilities, AgentError, Health, Sink, TurnCancelled, TurnInput
 from adapters.events import StopReason
 from adapters.haui_contract import RESPONSE_STYLE_OPTION, response_style_option, style_context
-from adapters.hermes import health, mcp, setup, titles, transcript
+from adapters.hermes import goals, health, mcp, setup, titles, transcript
 from adapters.hermes.reporting import Reporter
 from adapters.hermes.routing import Gate, attach, detach
 from adapters.hermes.setup import hermes
@@ -48,6 +48,7 @@ class HermesAdapter:
         self._config_lock = threading.Lock()
         self._config_mcp: mcp.Servers | None = None  # config.yaml's MCP servers, shared by all sessions
         self._asked = threading.Event()  # a session was opened or prompted
+        self._goals = goals.Goals()
         if warm:
             # Importing Hermes takes seconds; do it while the editor sets up, not in the first prompt.
             threading.Thread(target=self._warm_when_asked, name="hermes-import", daemon=True).start()
@@ -59,17 +60,28 @@ class HermesAdapter:
             mcp_http=True,
             cancel_latency=1.0,
             config_options=(response_style_option(),),
+            commands=(goals.COMMAND,),
         )
 
     def health(self) -> Health:
         return health.health(self._model)
 
     def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
-        session = self._session(turn)
-        with session.lock:
-            return self._run(session, turn, sink)
+        goal = self._goals.of(turn)
+        goal.persist(sink)  # a change made between turns (a cancel's pause)
+        if (args := goals.command_args(turn)) is not None:
+            goal.command(args, turn, sink)
+            return "end_turn"
+        try:
+            session = self._session(turn)
+            with session.lock:
+                return self._run(session, turn, sink, goal)
+        except AgentError:
+            goal.failed(sink)
+            raise
 
     def cancel(self, session_id: str) -> None:
+        self._goals.cancelled(session_id)
         with self._lock:
             session = self._sessions.get(session_id)
         if session is not None:
@@ -86,6 +98,7 @@ class HermesAdapter:
         with self._lock:
             session = self._sessions.pop(session_id, None)
             self._building.pop(session_id, None)
+        self._goals.close(session_id)
         mcp.close_session(session_id)
         if session is not None:
             with suppress(Exception):  # best effort: the session is gone either way
@@ -106,7 +119,7 @@ class HermesAdapter:
 
     # --- a turn --------------------------------------------------------------------------
 
-    def _run(self, session: _Session, turn: TurnInput, sink: Sink) -> StopReason:
+    def _run(self, session: _Session, turn: TurnInput, sink: Sink, goal: goals.SessionGoal) -> StopReason:
         agent = session.agent
         mcp.report(turn.session_id, sink)  # MCP servers that did not connect when the agent was built
         reporter = Reporter(sink, cwd=turn.cwd)
@@ -132,6 +145,7 @@ class HermesAdapter:
             detach(turn.session_id, gate)
             _bind(agent, None, None)
         if sink.cancelled or result.get("interrupted"):
+            goal.cancelled()
             return "cancelled"  # not saved: the journal hands this turn back as text (`since`)
         if result.get("failed") and not reporter.streamed:
             raise AgentError(str(result.get("error") or result.get("final_response") or "Hermes failed"))
@@ -141,8 +155,10 @@ class HermesAdapter:
             if isinstance(final, str) and final and not reporter.streamed:
                 sink.text(final)
             _report_usage(agent, before, result, sink)
-        if titles.first_exchange(history.messages) and isinstance(final := result.get("final_response"), str):
+        final = result.get("final_response")
+        if titles.first_exchange(history.messages) and isinstance(final, str):
             titles.name_later(agent, turn, final)
+        goal.judge(final if isinstance(final, str) else "", turn, sink)
         return "end_turn"
 
     def _warm_when_asked(self) -> None:

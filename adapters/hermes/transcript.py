@@ -46,6 +46,15 @@ def save(sink: Sink, history: History, messages: Any) -> None:
         sink.save_transcript(FORMAT, clean, base=True)
 
 
+def keep_out(sink: Sink, turn: TurnInput) -> None:
+    """Leave this turn's exchange (a command the adapter answered itself) out of what Hermes sees
+    next: save what Hermes has not seen yet (the turns since its last save), and nothing more."""
+    history = conversation(turn)
+    unseen = [_clean(m) for m in history.messages[history.saved :]]
+    kept = turn.transcript
+    sink.save_transcript(FORMAT, unseen, base=kept is None or kept.format != FORMAT)
+
+
 def _plain(message: Message) -> dict[str, Any]:
     return {"role": "user" if message.role == "user" else "assistant", "content": message.text}
 
