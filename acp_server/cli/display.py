@@ -69,7 +69,9 @@ class Display:
     def _render(self, update: dict[str, Any]) -> None:
         match update.get("sessionUpdate"):
             case "user_message_chunk":
-                self._line(f"> {_block_text(update.get('content'))}")
+                origin = (_object(update.get("_meta")) or {}).get("acp-server")
+                sent_by = f"[{origin['origin']}] " if isinstance(origin, dict) and "origin" in origin else ""
+                self._line(f"> {sent_by}{_block_text(update.get('content'))}")
             case "agent_message_chunk":
                 self._stream(_block_text(update.get("content")), thought=False)
             case "agent_thought_chunk":

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from acp_server.cli.display import Display
 from acp_server.cli.settings import add_server_options
 from acp_server.turns.replay import iso, replay_updates
+from adapters.events import PromptReceived
 
 if TYPE_CHECKING:  # the journal is imported when a command runs, not when the CLI parses
     from journal.records import EventRecord, SessionRecord
@@ -198,12 +199,20 @@ async def _runs(journal: Journal, args: argparse.Namespace) -> int:
         _warn(f"runs of the latest session, {session.id} ({session.title or 'untitled'})")
     for run in await journal.runs(session.id):
         ended = iso(run.ended_at)[:19] if run.ended_at else "-"
-        detail = f"  {run.error}" if run.error else ""
+        origin = await _origin(journal, run.id)
+        detail = (f"  follow-up ({origin})" if origin else "") + (f"  {run.error}" if run.error else "")
         print(
             f"{run.id}  #{run.seq_no}  {run.status.value:<17} {iso(run.started_at)[:19]} -> {ended}  "
             f"{run.last_seq or 0} events{detail}"
         )
     return 0
+
+
+async def _origin(journal: Journal, run_id: str) -> str | None:
+    """What a follow-up run the agent asked for is for (its prompt's `origin`); None for the user's."""
+    async for record in journal.events(run_id=run_id):
+        return record.event.origin if isinstance(record.event, PromptReceived) else None
+    return None
 
 
 async def _events(journal: Journal, args: argparse.Namespace) -> int:

@@ -158,7 +158,7 @@ class HermesAdapter:
         final = result.get("final_response")
         if titles.first_exchange(history.messages) and isinstance(final, str):
             titles.name_later(agent, turn, final)
-        goal.judge(final if isinstance(final, str) else "", turn, sink)
+        goal.judge(final if isinstance(final, str) else "", turn, sink, agent=agent)
         return "end_turn"
 
     def _warm_when_asked(self) -> None:

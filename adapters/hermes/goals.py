@@ -27,6 +27,7 @@ COMMAND = SlashCommand(
     "or clear it",
     hint="<goal> | status | pause | resume | clear",
 )
+RUNTIME_FIELDS = ("provider", "model", "base_url", "api_key", "api_mode", "auth_mode")  # as Hermes binds a turn's
 STOPPED = "its loop stopped with the server or the session; /goal resume goes on"
 
 
@@ -157,19 +158,22 @@ class SessionGoal:
 
     # --- after a turn --------------------------------------------------------------------
 
-    def judge(self, response: str, turn: TurnInput, sink: Sink) -> None:
-        """Hermes' judge on the turn's answer, shown as a tool call whose title is the verdict; a
-        goal not done yet asks for its next turn with Hermes' continuation prompt."""
+    def judge(self, response: str, turn: TurnInput, sink: Sink, *, agent: Any) -> None:
+        """Hermes' judge on the turn's answer (a side call on the session's own model and
+        endpoint, unless `auxiliary.goal_judge` names others), shown as a tool call whose title
+        is the verdict; a goal not done yet asks for its next turn with Hermes' continuation prompt."""
         manager = self.manager
         if not manager.is_active():
             return
         check = sink.tool_call("Checking the goal", kind="think", raw_input={"goal": manager.state.goal})
         goals = hermes("hermes_cli.goals")
-        decision: dict[str, Any] = manager.evaluate_after_turn(
-            response,
-            user_initiated=turn.origin is None,
-            background_processes=goals.gather_background_processes(task_id=turn.session_id),
-        )
+        runtime = {name: getattr(agent, name, None) or "" for name in RUNTIME_FIELDS}
+        with hermes("agent.auxiliary_client").scoped_runtime_main(runtime):
+            decision: dict[str, Any] = manager.evaluate_after_turn(
+                response,
+                user_initiated=turn.origin is None,
+                background_processes=goals.gather_background_processes(task_id=turn.session_id),
+            )
         if sink.cancelled:  # cancelled while the judge was asked: no next turn
             self.cancelled()
             return
