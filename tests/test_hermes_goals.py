@@ -164,7 +164,8 @@ async def test_a_goal_done_after_three_turns_runs_three_turns_and_stops(fake, tm
             "goal done: all steps taken",
         ]
         # the first turn works on the goal itself, as Hermes starts one; the /goal exchange is no part of it
-        assert model.prompts[0] == "count to three"
+        kickoff = [(m["role"], m["content"]) for m in fake.chats[0]["messages"] if m["role"] != "system"]
+        assert kickoff == [("user", "count to three")]
         assert all(p.startswith(CONTINUATION) and "Goal: count to three" in p for p in model.prompts[1:])
         runs = await runs_of(journal, sid)
         assert runs == [

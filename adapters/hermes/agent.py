@@ -76,7 +76,9 @@ class HermesAdapter:
             session = self._session(turn)
             with session.lock:
                 return self._run(session, turn, sink, goal)
-        except AgentError:
+        except TurnCancelled:
+            raise
+        except Exception:
             goal.failed(sink)
             raise
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from contextlib import suppress
 from typing import Any
 
-from adapters.base import Sink, SlashCommand, TurnInput
+from adapters.base import Sink, SlashCommand, TurnCancelled, TurnInput
 from adapters.events import TextContent
 from adapters.hermes import transcript
 from adapters.hermes.setup import hermes
@@ -80,8 +81,10 @@ def command_args(turn: TurnInput) -> str | None:
     """The arguments of a `/goal` command the user typed, else None."""
     if turn.origin is not None:
         return None
-    name, _, args = turn.text.strip().partition(" ")
-    return args.strip() if name == f"/{COMMAND.name}" else None
+    parts = turn.text.strip().split(None, 1)
+    if not parts or parts[0] != f"/{COMMAND.name}":
+        return None
+    return parts[1].strip() if len(parts) > 1 else ""
 
 
 class SessionGoal:
@@ -200,7 +203,8 @@ class SessionGoal:
         """The turn failed: an active goal pauses (its loop stops with the failure)."""
         if self.manager.is_active():
             self.manager.pause(reason="a turn failed")
-            self.persist(sink)
+            with suppress(TurnCancelled):  # else journaled at the next turn
+                self.persist(sink)
 
 
 def _verdict(decision: dict[str, Any], state: Any) -> str:
