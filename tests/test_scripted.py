@@ -107,6 +107,12 @@ class RecordingSink:
     def save_transcript(self, format: str, messages, *, base: bool = False) -> None:
         self._record("save_transcript", format, list(messages), base)
 
+    def save_state(self, key: str, value) -> None:
+        self._record("save_state", key, value)
+
+    def follow_up(self, prompt: str, *, origin: str) -> None:
+        self._record("follow_up", prompt, origin)
+
     def compaction(self, compaction_id: str, status: str, *, summary=None, error=None) -> None:
         self._record("compaction", compaction_id, status, summary, error)
 

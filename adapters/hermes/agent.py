@@ -2,8 +2,10 @@
 
 One AIAgent per session, built on the session's first turn from Hermes' configuration and
 reused; a turn binds its callbacks to the sink, runs `run_conversation` on a copy of the
-session's messages and keeps a copy of Hermes' full message list afterwards. `cancel` calls
-Hermes' `interrupt()`; the pending flag is cleared before every run. See README "Hermes".
+session's messages and keeps a copy of Hermes' full message list afterwards, then, in a session
+with an active goal, has Hermes' judge decide on the next turn (`goals`, which answers `/goal`).
+`cancel` calls Hermes' `interrupt()` (and pauses a goal); the pending flag is cleared before every
+run. See README "Hermes".
 """
 
 from __future__ import annotations
