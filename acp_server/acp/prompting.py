@@ -1,5 +1,6 @@
 """The prompt path of one connection: a turn waits its place in the session's queue, runs (the
-adapter in a worker thread, or a built-in slash command), and every runtime event it makes passes
+adapter in a worker thread, or a built-in slash command), followed by the turns the agent asks
+for (`Sink.follow_up`) while no other prompt waits, and every runtime event it makes passes
 through `publish`, the one place that redacts it, journals it and maps it to a `session/update`.
 """
 
