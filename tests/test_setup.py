@@ -6,16 +6,15 @@ the method is offered only to an editor that can run it, and an editor that can 
 from __future__ import annotations
 
 import os
-import select
 import stat
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, reply
+from pty_terminal import Terminal
 from stdio_server import StdioServer
 
 from acp_server.rpc.errors import AUTH_REQUIRED
@@ -47,47 +46,6 @@ def home(tmp_path, monkeypatch) -> Path:
 
 def config_file(home: Path) -> Path:
     return home / "config" / "acp-server" / "config.toml"
-
-
-class Terminal:
-    """`acp-server setup` with a pseudo-terminal as its stdin, stdout and stderr."""
-
-    def __init__(self, *args: str) -> None:
-        self.master, slave = os.openpty()
-        self.process = subprocess.Popen(
-            [*ACP, *args, "setup"], stdin=slave, stdout=slave, stderr=slave, start_new_session=True
-        )
-        os.close(slave)
-        self.seen = b""
-
-    def expect(self, text: str) -> str:
-        """Everything shown up to and including `text`."""
-        deadline = time.monotonic() + TIMEOUT
-        while text.encode() not in self.seen:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"no {text!r} within {TIMEOUT} s; the terminal shows {self.seen.decode()!r}"
-            if select.select([self.master], [], [], remaining)[0]:
-                try:
-                    chunk = os.read(self.master, 4096)
-                except OSError:  # EIO: the program ended and closed the terminal
-                    chunk = b""
-                assert chunk, f"the terminal closed before {text!r}; it shows {self.seen.decode()!r}"
-                self.seen += chunk
-        return self.seen.decode()
-
-    def type(self, line: str) -> None:
-        os.write(self.master, line.encode() + b"\n")
-
-    def finish(self) -> int:
-        """The exit status, once everything it printed has been read."""
-        try:
-            while select.select([self.master], [], [], TIMEOUT)[0] and (chunk := os.read(self.master, 4096)):
-                self.seen += chunk
-        except OSError:
-            pass
-        code = self.process.wait(TIMEOUT)
-        os.close(self.master)
-        return code
 
 
 def answer_setup(url: str, key: str, model: str = "") -> str:

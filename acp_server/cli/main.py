@@ -160,6 +160,11 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Se
 def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from acp_server.cli.runner import run_front, runner_on
 
+    if args.remote:
+        from acp_server.cli.remote import run_remote
+
+        _hint_at_a_terminal()
+        return run_remote(args)  # ssh to the host's runner takes this process's place
     if runner_on(args):
         _hint_at_a_terminal()
         return run_front(args, parser)  # a thin front: the runner builds the agent

@@ -43,6 +43,10 @@ def run_setup(args: argparse.Namespace) -> int:
     from adapters.openai.config import config_path, load_settings, shorten_home
     from adapters.openai.setup import ConfigEditError, updated_config
 
+    if getattr(args, "remote", None):
+        from acp_server.cli.remote import run_remote
+
+        return run_remote(args, ["setup"], terminal=True)  # the config file the remote server reads
     if getattr(args, "agent", "openai") != "openai":
         print(f"acp-server setup: it sets up the openai agent, not {args.agent}", file=sys.stderr)
         return EXIT_USAGE
