@@ -308,11 +308,16 @@ class ControlNotes(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class AuthMethod:
-    """A way to authenticate the agent offers (ACP `authMethods`); `authenticate(id)` runs it."""
+    """A way to authenticate the agent offers (ACP `authMethods`). An "agent" method runs in
+    `authenticate(id)`; a "terminal" one is run by the editor itself, as the agent's command with
+    `args` appended (and `env` added) in a terminal, and is offered only to an editor that can."""
 
     id: str
     name: str
     description: str | None = None
+    kind: Literal["agent", "terminal"] = "agent"
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,6 +365,15 @@ def open_session(adapter: RuntimeAdapter, ready: TurnInput) -> None:
     hook = getattr(adapter, "open_session", None)
     if callable(hook):
         hook(ready)
+
+
+def auth_needed(adapter: RuntimeAdapter) -> str | None:
+    """Why no session can work until the user authenticates (an editor that can run a terminal
+    auth method is told so at `session/new`, as ACP's `auth_required`), or None. Adapters opt in by
+    defining `auth_needed()`; it may read files, so it is called in a worker thread."""
+    hook = getattr(adapter, "auth_needed", None)
+    reason = hook() if callable(hook) else None
+    return reason if isinstance(reason, str) and reason else None
 
 
 def close_session(adapter: RuntimeAdapter, session_id: str) -> None:

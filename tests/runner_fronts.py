@@ -21,11 +21,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class Front(StdioServer):
-    """`acp-server --runner ...` in a new session; `kill_group` SIGKILLs its whole group."""
+    """`acp-server --runner ...` in a new session; `kill_group` SIGKILLs its whole group.
+    `mode` replaces `--runner`: `["--remote", HOST, ...]` makes it a remote front over ssh."""
 
-    def __init__(self, *args: str, cwd: str | None = None) -> None:
+    def __init__(self, *args: str, cwd: str | None = None, mode: tuple[str, ...] = ("--runner",)) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "acp_server", "--runner", *args],
+            [sys.executable, "-m", "acp_server", *mode, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -138,7 +138,7 @@ def test_openai_without_a_key_says_what_to_set_without_touching_the_network(tmp_
     adapter = OpenAIAdapter(model="gpt-4o", env={"XDG_CONFIG_HOME": str(tmp_path)})
     expected = (
         f"No API key for https://api.openai.com/v1. Set OPENAI_API_KEY or api_key in "
-        f"[openai] of {tmp_path / 'acp-server' / 'config.toml'}."
+        f"[openai] of {tmp_path / 'acp-server' / 'config.toml'}, or run `acp-server setup`."
     )
     assert adapter.health().detail == expected
     assert adapter.capabilities().context_window == 128_000

@@ -60,6 +60,7 @@ from acp_server.protocol.models import (
     parse,
 )
 from acp_server.rpc.errors import (
+    AUTH_REQUIRED,
     INTERNAL_ERROR,
     INVALID_REQUEST,
     FieldProblem,
@@ -72,7 +73,16 @@ from acp_server.turns.replay import iso
 from acp_server.turns.rich import haui_on
 from acp_server.turns.services import ClientCapabilities
 from acp_server.turns.workers import Workers
-from adapters.base import AdapterCapabilities, AgentError, RuntimeAdapter, TurnInput, close_session, open_session
+from adapters.base import (
+    AdapterCapabilities,
+    AgentError,
+    RuntimeAdapter,
+    TurnInput,
+    auth_needed,
+    close_session,
+    open_session,
+)
+from adapters.base import AuthMethod as AdapterAuthMethod
 from journal.errors import JournalError
 from journal.redact import redact_text
 from journal.store import Journal
@@ -186,7 +196,9 @@ class AcpAgent:
                 mcp_capabilities=McpCapabilities(http=caps.mcp_http, sse=caps.mcp_sse),
                 session_capabilities=self._session_capabilities(),
             ),
-            auth_methods=[AuthMethod(id=m.id, name=m.name, description=m.description) for m in caps.auth_methods],
+            auth_methods=[
+                _auth_method(m) for m in caps.auth_methods if self.client.terminal_auth or m.kind != "terminal"
+            ],
             agent_info=Implementation(
                 name="acp-server", title=f"acp-server ({self.adapter.name})", version=acp_server.__version__
             ),
@@ -228,6 +240,8 @@ class AcpAgent:
     async def handle_session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(NewSessionParams, params)
         self._check_mcp_transports(request.mcp_servers)
+        if self.client.terminal_auth and (reason := await anyio.to_thread.run_sync(auth_needed, self.adapter)):
+            raise RpcError(AUTH_REQUIRED, reason)  # the editor offers our terminal auth method (setup)
         session = await self.sessions.create(
             cwd=request.cwd,
             mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers),
@@ -480,6 +494,20 @@ class AcpAgent:
                     FieldProblem(f"prompt.{index}.type", "is not supported"),
                     message=f"this agent does not accept {block['type']} content",
                 )
+
+
+def _auth_method(method: AdapterAuthMethod) -> AuthMethod:
+    """A terminal method carries the arguments (and environment) the editor runs us with."""
+    if method.kind != "terminal":
+        return AuthMethod(id=method.id, name=method.name, description=method.description)
+    return AuthMethod(
+        id=method.id,
+        name=method.name,
+        description=method.description,
+        type="terminal",
+        args=list(method.args),
+        env=dict(method.env) or None,
+    )
 
 
 def _journal_failed(failed: ExceptionGroup[JournalError]) -> RpcError:

@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     from acp_server.cli.runner import add_command as add_runner_command
 
     add_runner_command(commands)
+    from acp_server.cli.setup import add_command as add_setup_command
+
+    add_setup_command(commands)
     return parser
 
 
@@ -139,6 +142,10 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Se
         from acp_server.cli.doctor import run_doctor
 
         return run_doctor(args, sys.argv[1:] if argv is None else argv)
+    if args.command == "setup":
+        from acp_server.cli.setup import run_setup
+
+        return run_setup(args)
     if args.command == "runner":
         from acp_server.cli.runner import run_runner_command
 
@@ -153,6 +160,11 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Se
 def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from acp_server.cli.runner import run_front, runner_on
 
+    if args.remote:
+        from acp_server.cli.remote import run_remote
+
+        _hint_at_a_terminal()
+        return run_remote(args)  # ssh to the host's runner takes this process's place
     if runner_on(args):
         _hint_at_a_terminal()
         return run_front(args, parser)  # a thin front: the runner builds the agent

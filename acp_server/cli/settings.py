@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # for the checker only: `--help` does not pay for building th
         type: Callable[[str], Any]
         nargs: str
         const: Any
+        metavar: str
 
 
 SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
@@ -119,6 +120,22 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
             "nargs": "?",
             "const": "1",
         },
+    ),
+    (
+        "--remote",
+        {
+            "help": "run the server on HOST (or USER@HOST), where the project lives, in runner mode over "
+            "`ssh -T`; the editor's files stay the editor's (see the README)",
+            "metavar": "HOST",
+        },
+    ),
+    (
+        "--remote-command",
+        {"help": "acp-server's command on the --remote host (default: acp-server)", "metavar": "COMMAND"},
+    ),
+    (
+        "--ssh",
+        {"help": "the ssh command --remote runs, with any options of yours (default: ssh)", "metavar": "COMMAND"},
     ),
     (
         "--runner-idle",

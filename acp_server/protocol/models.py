@@ -227,9 +227,14 @@ class AgentCapabilities(WireModel):
 
 
 class AuthMethod(WireModel):
+    """`type` "terminal": the editor runs our command with `args` (and `env`) in a terminal."""
+
     id: str
     name: str
     description: str | None = None
+    type: Literal["terminal"] | None = None
+    args: list[str] | None = None
+    env: dict[str, str] | None = None
 
 
 class Implementation(WireModel):

@@ -30,6 +30,7 @@ from adapters.openai.mcp_tools import McpTools
 from adapters.openai.models import ModelCatalog, config_options
 from adapters.openai.prefix import fixed_part
 from adapters.openai.request import Overflow, Request
+from adapters.openai.setup import SETUP_COMMAND, SETUP_METHOD
 from adapters.openai.stream import Reply
 from adapters.openai.tools import BUILTIN_TOOLS, Tool, Workspace, execute
 
@@ -50,8 +51,8 @@ class OpenAIAdapter:
         config_file: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] = os.environ,
     ) -> None:
-        flags = {"model": model, "base_url": base_url, "api_key": api_key}
-        self.settings = load_settings(flags=flags, env=env, config_file=config_file)
+        self._sources = ({"model": model, "base_url": base_url, "api_key": api_key}, env, config_file)
+        self.settings = load_settings(flags=self._sources[0], env=env, config_file=config_file)
         self._endpoint = Endpoint(self.settings.base_url, self.settings.api_key, hint=self.settings.shown_path)
         self._catalog = ModelCatalog(self._endpoint)
         self._lock = threading.Lock()
@@ -74,7 +75,14 @@ class OpenAIAdapter:
             config_options=config_options(model, listed),
             cancel_latency=1.0,
             mcp_http=mcp_available(),
+            auth_methods=(SETUP_METHOD,),
         )
+
+    def auth_needed(self) -> str | None:
+        """Why no session can work until the user sets a key (`acp-server setup` does), or None;
+        a key saved since (by setup in the editor's terminal) is picked up here."""
+        self._reload_when_unconfigured()
+        return self._missing_key()
 
     def health(self) -> Health:
         """Configuration and a quick GET /models; settings come with their sources."""
@@ -98,6 +106,7 @@ class OpenAIAdapter:
     # --- a turn --------------------------------------------------------------------------
 
     def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
+        self._reload_when_unconfigured()
         if (problem := self._config_problem()) is not None:
             raise AgentError(problem)
         model = self._model_for(turn)
@@ -271,13 +280,30 @@ class OpenAIAdapter:
         """Why no request can work as configured, or None."""
         if self.settings.problems:
             return "The openai agent is misconfigured: " + "; ".join(self.settings.problems)
+        return self._missing_key()
+
+    def _missing_key(self) -> str | None:
         host = urlsplit(self.settings.base_url).hostname or ""
         if not self.settings.api_key and any(host == h or host.endswith("." + h) for h in KEYED_HOSTS):
             return (
                 f"No API key for {self.settings.base_url}. Set OPENAI_API_KEY or api_key in "
-                f"[openai] of {self.settings.shown_path}."
+                f"[openai] of {self.settings.shown_path}, or run `acp-server {SETUP_COMMAND}`."
             )
         return None
+
+    def _reload_when_unconfigured(self) -> None:
+        """Read the settings again while they cannot work: setup may have saved them since."""
+        if self._config_problem() is None:
+            return
+        flags, env, config_file = self._sources
+        fresh = load_settings(flags=flags, env=env, config_file=config_file)
+        if fresh == self.settings:
+            return
+        endpoint = Endpoint(fresh.base_url, fresh.api_key, hint=fresh.shown_path)
+        with self._lock:
+            old, self.settings, self._endpoint = self._endpoint, fresh, endpoint
+            self._catalog = ModelCatalog(endpoint)
+        old.close()
 
     def _default_model(self, listed: list[str]) -> str | None:
         return self.settings.model or (listed[0] if listed else None)
