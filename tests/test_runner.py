@@ -66,6 +66,14 @@ def text(frames) -> str:
     return "".join(u["content"]["text"] for u in updates(frames) if u["sessionUpdate"] == "agent_message_chunk")
 
 
+def is_turn_text(frame: dict) -> bool:
+    """A text chunk of the turn (not the commands update that may follow session/new's answer,
+    which could come before the runner has even read the prompt)."""
+    return (
+        frame.get("method") == "session/update" and frame["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    )
+
+
 def read_until(front: Front, predicate) -> list[dict]:
     frames = []
     while True:
@@ -134,7 +142,7 @@ def test_a_front_killed_mid_turn_leaves_the_turn_running_and_a_new_front_gets_re
 def test_cancel_from_a_reattached_front_stops_the_detached_turn(tmp_path, runner_env):
     first = Front(*runner_env, cwd=str(tmp_path))
     sid = start_turn(first, str(tmp_path), "stream")
-    read_until(first, lambda f: f.get("method") == "session/update")
+    read_until(first, is_turn_text)
     first.kill_group()
 
     second = Front(*runner_env, cwd=str(tmp_path))
@@ -202,7 +210,7 @@ def test_a_later_front_takes_a_session_over_and_the_earlier_ones_question_is_wit
 def test_a_killed_runner_leaves_the_run_interrupted_and_the_next_front_starts_a_fresh_runner(tmp_path, runner_env):
     first = Front(*runner_env, cwd=str(tmp_path))
     sid = start_turn(first, str(tmp_path), "stream")
-    read_until(first, lambda f: f.get("method") == "session/update")
+    read_until(first, is_turn_text)
     [old] = runners()
     os.kill(old["pid"], signal.SIGKILL)
     assert first.remaining_frames() is not None and first.wait() == 0  # the front ends with its runner
@@ -299,7 +307,7 @@ def test_a_runner_with_no_connection_and_no_live_turn_exits_after_its_idle_time(
 def test_runner_stop_cancels_live_turns_cleanly(tmp_path, runner_env):
     front = Front(*runner_env, cwd=str(tmp_path))
     start_turn(front, str(tmp_path), "stream")
-    read_until(front, lambda f: f.get("method") == "session/update")
+    read_until(front, is_turn_text)
     done = cli("runner", "stop")
     assert "cancelled 1 live turn" in done.stdout
     assert run_states(tmp_path / "journal.db") == ["cancelled"]
@@ -335,7 +343,7 @@ def test_cancel_request_on_a_prompt_from_a_connected_front_still_stops_its_turn(
     front = Front(*runner_env, cwd=str(tmp_path))
     sid = front.start_session(str(tmp_path))
     prompt = front.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "stream"}]})
-    read_until(front, lambda f: f.get("method") == "session/update")
+    read_until(front, is_turn_text)
     front.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": prompt}})
     answer = read_until(front, lambda f: f.get("id") == prompt and "method" not in f)[-1]
     assert answer["error"]["code"] == -32800
