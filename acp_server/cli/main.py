@@ -24,6 +24,22 @@ if TYPE_CHECKING:
 # asyncio, httpx, httpcore, mcp ...) stays at WARNING unless named in --log-libraries.
 OWN_LOGGERS = ("acp_server", "adapters", "journal")
 ALL_LIBRARIES = frozenset({"all", "1", "true", "yes"})
+# Libraries that keep a log of their own, keyed by a module only they have: their INFO and
+# WARNING lines stay there (stderr gets their errors) unless --log-libraries names them, or the
+# key (`hermes`: all of them). Hermes writes HERMES_HOME/logs/agent.log and errors.log; its
+# packages are hermes-agent's top_level.txt, and a name as plain as `tools` is taken for Hermes'
+# only once Hermes is loaded (one process has one top-level `tools`).
+OWN_LOG_LIBRARIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "hermes": (
+        "hermes_cli",
+        (
+            "acp_adapter", "agent", "batch_runner", "cli", "cron", "gateway", "hermes_bootstrap", "hermes_cli",
+            "hermes_constants", "hermes_logging", "hermes_state", "hermes_time", "mcp_serve", "model_tools",
+            "plugins", "providers", "run_agent", "tools", "toolset_distributions", "toolsets",
+            "trajectory_compressor", "tui_gateway", "utils",
+        ),
+    ),
+}  # fmt: skip
 EXIT_JOURNAL = 2  # the journal cannot be used: the message says which file, why and what to do
 EXIT_USAGE = 2  # as argparse exits on a bad option
 AGENT_COMMANDS = (None, "prompt", "doctor")  # the commands that build an agent (None: serving)
@@ -70,6 +86,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class LibraryLevels(logging.Filter):
+    """The levels of the log, applied where records reach our handlers: our loggers and the named
+    libraries at `level`, libraries with a log of their own at ERROR, every other at WARNING. On
+    the handlers, not only on the loggers: a library may lower the root logger for handlers of its
+    own (Hermes does, to INFO), which must bring no line of it or of anyone else to stderr."""
+
+    def __init__(self, level: int, named: tuple[str, ...], *, everything: bool) -> None:
+        super().__init__()
+        self._level = level
+        self._named = named
+        self._everything = everything
+        self._quiet = {key: packages for key, (_, packages) in OWN_LOG_LIBRARIES.items() if key not in named}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR or (self._everything and record.levelno >= self._level):
+            return True
+        name = record.name
+        if any(name == own or name.startswith(own + ".") for own in self._named):
+            return record.levelno >= self._level
+        top = name.partition(".")[0]
+        for key, packages in self._quiet.items():
+            if top in packages and OWN_LOG_LIBRARIES[key][0] in sys.modules:
+                return False
+        return record.levelno >= max(self._level, logging.WARNING)
+
+
 class RedactedRecords(logging.Filter):
     """Secrets out of every log line, on stderr and in --log-file: each record's message (its
     arguments filled in), traceback and stack, redacted as the journal is. The redactor loads
@@ -96,12 +138,17 @@ def configure_logging(level: str, log_file: str | None, *, libraries: str | None
         handlers.append(logging.StreamHandler(open(open_private_append(log_file), "a", encoding="utf-8")))  # noqa: SIM115
     raised = {name.strip() for name in (libraries or "").split(",") if name.strip()}
     everything = bool(raised & ALL_LIBRARIES)
+    for key in raised & OWN_LOG_LIBRARIES.keys():
+        raised |= {key, *OWN_LOG_LIBRARIES[key][1]}
+    module = agent.partition(":")[0] if ":" in agent else ""
+    named = (*OWN_LOGGERS, *([module.split(".")[0]] if module else []), *sorted(raised - ALL_LIBRARIES))
     root = numeric if everything else max(numeric, logging.WARNING)
     for handler in handlers:
+        # The levels first: nothing that is dropped is redacted.
+        handler.addFilter(LibraryLevels(numeric, named, everything=everything))
         handler.addFilter(RedactedRecords())
     logging.basicConfig(level=root, handlers=handlers, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    module = agent.partition(":")[0] if ":" in agent else ""
-    for name in (*OWN_LOGGERS, *([module.split(".")[0]] if module else []), *(raised - ALL_LIBRARIES)):
+    for name in named:
         logging.getLogger(name).setLevel(numeric)
 
 
