@@ -60,16 +60,31 @@ def build_parser() -> argparse.ArgumentParser:
     prompt = commands.add_parser(
         "prompt",
         help="send one prompt to a server started as a subprocess and print the reply",
-        description="A real ACP client: starts acp-server over stdio, opens a session, sends the "
-        "prompt and prints the streamed reply, thoughts and tool calls as they arrive.",
+        description="A real ACP client: starts acp-server over stdio (a front of the runner with --runner), "
+        "opens a session (or loads a stored one, --session), sends the prompt and prints the streamed reply, "
+        "thoughts and tool calls as they arrive.",
     )
     add_server_options(prompt, defaults=False)
     prompt.add_argument("text", help="the prompt")
-    prompt.add_argument("--cwd", default=os.getcwd(), help="the session's working directory (default: here)")
-    answer = prompt.add_mutually_exclusive_group()
-    answer.add_argument("--allow", action="store_true", help="allow every permission request (once)")
-    answer.add_argument("--deny", action="store_true", help="reject every permission request (once)")
-    prompt.add_argument("--json", action="store_true", help="print the raw session/update payloads as JSON lines")
+    prompt.add_argument("--cwd", help="the new session's working directory (default: here)")
+    prompt.add_argument(
+        "--session",
+        metavar="SESSION",
+        help="continue this stored session (its id or a unique prefix, as `sessions` lists them): "
+        "session/load, then the prompt",
+    )
+    _answer_flags(prompt)
+    attach = commands.add_parser(
+        "attach",
+        help="show a session's running turn live until it ends",
+        description="Shows the turn running in a session: its updates so far, then the rest live, until it "
+        "ends (exit status as prompt's). A turn in a runner is resumed through the runner, which then asks "
+        "this terminal its questions (the session leaves the editor that had it); any other is followed in "
+        "the journal, read-only. Ctrl-C stops watching; the turn goes on.",
+    )
+    add_server_options(attach, defaults=False)
+    attach.add_argument("session", metavar="SESSION", help="a session id, or any unique prefix of one")
+    _answer_flags(attach)
     doctor = commands.add_parser(
         "doctor",
         help="check every registered agent and show the settings in effect",
@@ -84,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_runner_command(commands)
     return parser
+
+
+def _answer_flags(parser: argparse.ArgumentParser) -> None:
+    answer = parser.add_mutually_exclusive_group()
+    answer.add_argument("--allow", action="store_true", help="allow every permission request (once)")
+    answer.add_argument("--deny", action="store_true", help="reject every permission request (once)")
+    parser.add_argument("--json", action="store_true", help="print the raw session/update payloads as JSON lines")
 
 
 class LibraryLevels(logging.Filter):
@@ -186,6 +208,10 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Se
         from acp_server.cli.doctor import run_doctor
 
         return run_doctor(args, sys.argv[1:] if argv is None else argv)
+    if args.command == "attach":
+        from acp_server.cli.attach import run_attach_command
+
+        return run_attach_command(args)
     if args.command == "runner":
         from acp_server.cli.runner import run_runner_command
 
