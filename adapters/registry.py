@@ -15,6 +15,7 @@ import shlex
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from adapters.base import RuntimeAdapter
@@ -40,8 +41,8 @@ BUILTINS: Mapping[str, str] = {
     "hermes-acp": "acp_server.downstream.presets:hermes_acp",
 }
 ACP_AGENTS = frozenset({"acp", "claude", "codex", "gemini", "fast-agent", "hermes-acp"})
-# How to install a built-in's dependencies, where they are not the base install's.
-EXTRAS: Mapping[str, str] = {"hermes": "acp-server[hermes]"}
+# The extra that installs a built-in's dependencies, where they are not the base install's.
+EXTRAS: Mapping[str, str] = {"hermes": "hermes"}
 ADAPTER_MEMBERS = ("name", "capabilities", "run_turn", "cancel")
 
 
@@ -80,7 +81,8 @@ def create_adapter(name: str, **settings: Any) -> RuntimeAdapter:
     given = {key: value for key, value in settings.items() if value is not None}
     spec = _find(name)
     target = spec.target if spec else name
-    obj = load_object(target, agent=name, extra=EXTRAS.get(name) if spec else None)
+    extra = EXTRAS.get(name) if spec else None
+    obj = load_object(target, agent=name, install=install_command(extra) if extra else None)
     return build(obj, agent=name, target=target, settings=given)
 
 
@@ -107,14 +109,25 @@ def _nearest(name: str, known: tuple[str, ...]) -> str:
 # --- importing -------------------------------------------------------------------------------
 
 
-def load_object(target: str, *, agent: str | None = None, extra: str | None = None) -> Any:
-    """Import `module:attribute` (the module may also live in the current directory); `extra`
-    is what to pip install when a dependency is missing."""
+def install_command(extra: str) -> str:
+    """How to add acp-server's `extra` to this install: `pip install -e '.[hermes]'` when it runs
+    from a clone (its directory spelled out when it is not the current one), else
+    `pip install 'acp-server[hermes]'`."""
+    clone = Path(__file__).resolve().parent.parent
+    if not (clone / "pyproject.toml").is_file():  # an installed package: no source tree around it
+        return f"pip install {shlex.quote(f'acp-server[{extra}]')}"
+    where = "." if clone == Path.cwd().resolve() else str(clone)
+    return f"pip install -e {shlex.quote(f'{where}[{extra}]')}"
+
+
+def load_object(target: str, *, agent: str | None = None, install: str | None = None) -> Any:
+    """Import `module:attribute` (the module may also live in the current directory); `install`
+    is the command that installs a missing dependency (else: pip install the package)."""
     label = f"agent {agent or target!r}"
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise ValueError(f"{label}: {target!r} is not of the form module:factory")
-    module = _import(module_name, label, extra)
+    module = _import(module_name, label, install)
     obj: Any = module
     for part in attribute.split("."):
         try:
@@ -124,7 +137,7 @@ def load_object(target: str, *, agent: str | None = None, extra: str | None = No
     return obj
 
 
-def _import(module_name: str, label: str, extra: str | None) -> Any:
+def _import(module_name: str, label: str, install: str | None) -> Any:
     try:
         return _import_with_cwd(module_name)
     except ModuleNotFoundError as exc:
@@ -133,7 +146,7 @@ def _import(module_name: str, label: str, extra: str | None) -> Any:
             package = missing.split(".")[0]
             raise ValueError(
                 f"{label} needs the Python package {package!r}, which is not installed "
-                f"(pip install {shlex.quote(extra or package)})"
+                f"({install or f'pip install {shlex.quote(package)}'})"
             ) from exc
         raise ValueError(f"{label}: no module named {missing or module_name!r}") from exc
     except Exception as exc:

@@ -23,7 +23,7 @@ import anyio
 from agents import Launch
 from schema_check import check_agent_frame
 
-from acp_server.cli.prompt import read_text_file, write_text_file
+from acp_server.cli.local import read_text_file, write_text_file
 from acp_server.protocol import methods
 from acp_server.rpc.dispatch import Dispatcher
 from acp_server.rpc.peer import Peer

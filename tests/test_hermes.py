@@ -312,20 +312,27 @@ print(record.reason, sorted(hosts))
     assert done.stdout.strip() == "end_turn ['127.0.0.1']", done.stderr[-2000:]
 
 
-def test_without_the_extra_the_server_fails_at_start_with_one_line_saying_what_to_install(tmp_path):
-    script = "import sys; sys.modules['run_agent'] = None; from acp_server.cli.main import main; sys.exit(main())"
+@pytest.mark.parametrize("where", ["the clone", "elsewhere"])
+def test_without_the_extra_the_server_fails_at_start_with_one_line_saying_what_to_install(tmp_path, where):
+    """A clone (this checkout) is told `pip install -e '.[hermes]'`, spelled with its directory
+    when the command runs somewhere else; the PyPI form would be wrong for it."""
+    script = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.modules['run_agent'] = None; "
+        "from acp_server.cli.main import main; sys.exit(main())"
+    )
     done = subprocess.run(
         [sys.executable, "-c", script, "--agent", "hermes"],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
-        cwd=ROOT,
+        cwd=ROOT if where == "the clone" else tmp_path,
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 2 and done.stdout == ""
     message = done.stderr.strip().splitlines()[-1]
-    assert "hermes-agent" in message and "pip install 'acp-server[hermes]'" in message, done.stderr
+    install = "pip install -e '.[hermes]'" if where == "the clone" else f"pip install -e '{ROOT}[hermes]'"
+    assert "hermes-agent" in message and message.endswith(f"({install})"), done.stderr
 
 
 def test_open_session_builds_the_agent_once_and_the_first_prompt_uses_it(fake, workspace, monkeypatch):

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from acp_server.cli.prompt import read_text_file, write_text_file
+from acp_server.cli.local import read_text_file, write_text_file
 from acp_server.rpc.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 
 PROMPT = [sys.executable, "-m", "acp_server", "prompt"]

@@ -244,11 +244,12 @@ def test_a_missing_optional_dependency_says_what_to_install(packages: Packages):
 def test_a_builtin_missing_a_dependency_names_its_extra(packages: Packages, monkeypatch: pytest.MonkeyPatch):
     module = packages.module("import httpx_but_not_installed_xyz\n", "builtin")
     monkeypatch.setattr(registry, "BUILTINS", {**registry.BUILTINS, "heavy": f"{module}:Agent"})
-    monkeypatch.setattr(registry, "EXTRAS", {"heavy": "acp-server[heavy]"})
+    monkeypatch.setattr(registry, "EXTRAS", {"heavy": "heavy"})
+    monkeypatch.chdir(Path(registry.__file__).resolve().parent.parent)  # this clone: an editable install
     with pytest.raises(
         ValueError,
         match=r"^agent 'heavy' needs the Python package 'httpx_but_not_installed_xyz', "
-        r"which is not installed \(pip install 'acp-server\[heavy\]'\)$",
+        r"which is not installed \(pip install -e '\.\[heavy\]'\)$",
     ):
         create_adapter("heavy")
 

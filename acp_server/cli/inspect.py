@@ -103,7 +103,7 @@ def run_inspect_command(args: argparse.Namespace) -> int:
 # --- finding what the user named -----------------------------------------------------------
 
 
-async def _session(journal: Journal, ident: str | None) -> SessionRecord:
+async def find_session(journal: Journal, ident: str | None) -> SessionRecord:
     """The session `ident` names: its id, or a unique prefix of it; the latest one for None."""
     if ident is None:
         page, _ = await journal.list_sessions(limit=1)
@@ -179,7 +179,7 @@ def _session_summary(record: SessionRecord, last_run: str | None) -> dict[str, A
 async def _show(journal: Journal, args: argparse.Namespace) -> int:
     from journal.states import RunState
 
-    session = await _session(journal, args.session)
+    session = await find_session(journal, args.session)
     runs = {run.id: run for run in await journal.runs(session.id)}
 
     def interrupted(run_id: str) -> float | bool:
@@ -194,7 +194,7 @@ async def _show(journal: Journal, args: argparse.Namespace) -> int:
 
 
 async def _runs(journal: Journal, args: argparse.Namespace) -> int:
-    session = await _session(journal, args.session)
+    session = await find_session(journal, args.session)
     if args.session is None:
         _warn(f"runs of the latest session, {session.id} ({session.title or 'untitled'})")
     for run in await journal.runs(session.id):
@@ -231,7 +231,7 @@ async def _events(journal: Journal, args: argparse.Namespace) -> int:
 
 
 async def _export(journal: Journal, args: argparse.Namespace) -> int:
-    session = await _session(journal, args.session)
+    session = await find_session(journal, args.session)
     document = {
         "session": {
             "id": session.id,

@@ -24,6 +24,22 @@ if TYPE_CHECKING:
 # asyncio, httpx, httpcore, mcp ...) stays at WARNING unless named in --log-libraries.
 OWN_LOGGERS = ("acp_server", "adapters", "journal")
 ALL_LIBRARIES = frozenset({"all", "1", "true", "yes"})
+# Libraries that keep a log of their own, keyed by a module only they have: their INFO and
+# WARNING lines stay there (stderr gets their errors) unless --log-libraries names them, or the
+# key (`hermes`: all of them). Hermes writes HERMES_HOME/logs/agent.log and errors.log; its
+# packages are hermes-agent's top_level.txt, and a name as plain as `tools` is taken for Hermes'
+# only once Hermes is loaded (one process has one top-level `tools`).
+OWN_LOG_LIBRARIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "hermes": (
+        "hermes_cli",
+        (
+            "acp_adapter", "agent", "batch_runner", "cli", "cron", "gateway", "hermes_bootstrap", "hermes_cli",
+            "hermes_constants", "hermes_logging", "hermes_state", "hermes_time", "mcp_serve", "model_tools",
+            "plugins", "providers", "run_agent", "tools", "toolset_distributions", "toolsets",
+            "trajectory_compressor", "tui_gateway", "utils",
+        ),
+    ),
+}  # fmt: skip
 EXIT_JOURNAL = 2  # the journal cannot be used: the message says which file, why and what to do
 EXIT_USAGE = 2  # as argparse exits on a bad option
 AGENT_COMMANDS = (None, "prompt", "doctor")  # the commands that build an agent (None: serving)
@@ -44,16 +60,31 @@ def build_parser() -> argparse.ArgumentParser:
     prompt = commands.add_parser(
         "prompt",
         help="send one prompt to a server started as a subprocess and print the reply",
-        description="A real ACP client: starts acp-server over stdio, opens a session, sends the "
-        "prompt and prints the streamed reply, thoughts and tool calls as they arrive.",
+        description="A real ACP client: starts acp-server over stdio (a front of the runner with --runner), "
+        "opens a session (or loads a stored one, --session), sends the prompt and prints the streamed reply, "
+        "thoughts and tool calls as they arrive.",
     )
     add_server_options(prompt, defaults=False)
     prompt.add_argument("text", help="the prompt")
-    prompt.add_argument("--cwd", default=os.getcwd(), help="the session's working directory (default: here)")
-    answer = prompt.add_mutually_exclusive_group()
-    answer.add_argument("--allow", action="store_true", help="allow every permission request (once)")
-    answer.add_argument("--deny", action="store_true", help="reject every permission request (once)")
-    prompt.add_argument("--json", action="store_true", help="print the raw session/update payloads as JSON lines")
+    prompt.add_argument("--cwd", help="the new session's working directory (default: here)")
+    prompt.add_argument(
+        "--session",
+        metavar="SESSION",
+        help="continue this stored session (its id or a unique prefix, as `sessions` lists them): "
+        "session/load, then the prompt",
+    )
+    _answer_flags(prompt)
+    attach = commands.add_parser(
+        "attach",
+        help="show a session's running turn live until it ends",
+        description="Shows the turn running in a session: its updates so far, then the rest live, until it "
+        "ends (exit status as prompt's). A turn in a runner is resumed through the runner, which then asks "
+        "this terminal its questions (the session leaves the editor that had it); any other is followed in "
+        "the journal, read-only. Ctrl-C stops watching; the turn goes on.",
+    )
+    add_server_options(attach, defaults=False)
+    attach.add_argument("session", metavar="SESSION", help="a session id, or any unique prefix of one")
+    _answer_flags(attach)
     doctor = commands.add_parser(
         "doctor",
         help="check every registered agent and show the settings in effect",
@@ -71,6 +102,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_setup_command(commands)
     return parser
+
+
+def _answer_flags(parser: argparse.ArgumentParser) -> None:
+    answer = parser.add_mutually_exclusive_group()
+    answer.add_argument("--allow", action="store_true", help="allow every permission request (once)")
+    answer.add_argument("--deny", action="store_true", help="reject every permission request (once)")
+    parser.add_argument("--json", action="store_true", help="print the raw session/update payloads as JSON lines")
+
+
+class LibraryLevels(logging.Filter):
+    """The levels of the log, applied where records reach our handlers: our loggers and the named
+    libraries at `level`, libraries with a log of their own at ERROR, every other at WARNING. On
+    the handlers, not only on the loggers: a library may lower the root logger for handlers of its
+    own (Hermes does, to INFO), which must bring no line of it or of anyone else to stderr."""
+
+    def __init__(self, level: int, named: tuple[str, ...], *, everything: bool) -> None:
+        super().__init__()
+        self._level = level
+        self._named = named
+        self._everything = everything
+        self._quiet = {key: packages for key, (_, packages) in OWN_LOG_LIBRARIES.items() if key not in named}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR or (self._everything and record.levelno >= self._level):
+            return True
+        name = record.name
+        if any(name == own or name.startswith(own + ".") for own in self._named):
+            return record.levelno >= self._level
+        top = name.partition(".")[0]
+        for key, packages in self._quiet.items():
+            if top in packages and OWN_LOG_LIBRARIES[key][0] in sys.modules:
+                return False
+        return record.levelno >= max(self._level, logging.WARNING)
 
 
 class RedactedRecords(logging.Filter):
@@ -99,12 +163,17 @@ def configure_logging(level: str, log_file: str | None, *, libraries: str | None
         handlers.append(logging.StreamHandler(open(open_private_append(log_file), "a", encoding="utf-8")))  # noqa: SIM115
     raised = {name.strip() for name in (libraries or "").split(",") if name.strip()}
     everything = bool(raised & ALL_LIBRARIES)
+    for key in raised & OWN_LOG_LIBRARIES.keys():
+        raised |= {key, *OWN_LOG_LIBRARIES[key][1]}
+    module = agent.partition(":")[0] if ":" in agent else ""
+    named = (*OWN_LOGGERS, *([module.split(".")[0]] if module else []), *sorted(raised - ALL_LIBRARIES))
     root = numeric if everything else max(numeric, logging.WARNING)
     for handler in handlers:
+        # The levels first: nothing that is dropped is redacted.
+        handler.addFilter(LibraryLevels(numeric, named, everything=everything))
         handler.addFilter(RedactedRecords())
     logging.basicConfig(level=root, handlers=handlers, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    module = agent.partition(":")[0] if ":" in agent else ""
-    for name in (*OWN_LOGGERS, *([module.split(".")[0]] if module else []), *(raised - ALL_LIBRARIES)):
+    for name in named:
         logging.getLogger(name).setLevel(numeric)
 
 
@@ -146,6 +215,10 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Se
         from acp_server.cli.setup import run_setup
 
         return run_setup(args)
+    if args.command == "attach":
+        from acp_server.cli.attach import run_attach_command
+
+        return run_attach_command(args)
     if args.command == "runner":
         from acp_server.cli.runner import run_runner_command
 

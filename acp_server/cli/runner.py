@@ -46,7 +46,8 @@ def add_command(commands: Any) -> None:
     actions = runner.add_subparsers(dest="runner_command", metavar="ACTION", required=True)
     status = actions.add_parser("status", help="list the running runners")
     status.add_argument("--json", action="store_true", help="print a JSON list of objects")
-    actions.add_parser("stop", help="cancel the runners' live turns cleanly, then stop them")
+    stop = actions.add_parser("stop", help="cancel the runners' live turns cleanly, then stop them")
+    stop.add_argument("--pid", type=int, help="stop only the runner with this pid (runner status lists them)")
     serve = actions.add_parser("serve", help="be a runner (fronts start this; not for editors)")
     add_server_options(serve, defaults=False)
 
@@ -107,7 +108,7 @@ def run_runner_command(args: argparse.Namespace, parser: argparse.ArgumentParser
         return _serve_runner(args, parser, build)
     if args.runner_command == "status":
         return _status(as_json=args.json)
-    return _stop()
+    return _stop(args.pid)
 
 
 def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, build: Build) -> int:
@@ -212,8 +213,17 @@ def _status(*, as_json: bool) -> int:
     return 0
 
 
-def _stop() -> int:
-    stopped = [answer for path in _controls() if (answer := _ask(path, b"stop", STOP_TIMEOUT)) is not None]
+def _stop(pid: int | None = None) -> int:
+    """Stop every runner, or the one with `pid` (exit status 1 when none has it)."""
+    controls = _controls()
+    if pid is not None:
+        controls = [
+            path for path in controls if (status := _ask(path, b"status", CONTROL_TIMEOUT)) and status["pid"] == pid
+        ]
+        if not controls:
+            print(f"acp-server: no runner has pid {pid} (acp-server runner status lists them)", file=sys.stderr)
+            return 1
+    stopped = [answer for path in controls if (answer := _ask(path, b"stop", STOP_TIMEOUT)) is not None]
     for answer in stopped:
         print(f"stopped runner pid {answer['pid']} (cancelled {answer['cancelled']} live turn(s))")
     if not stopped:

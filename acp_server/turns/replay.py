@@ -150,6 +150,10 @@ class RunReplay:
         self._open_tools.add(event)
         return [update for shown in self._reply.shown(event) for update in self._show(shown)]
 
+    def flush(self) -> list[dict[str, Any]]:
+        """The text held for merging, now: a reader following a live run shows it as it comes."""
+        return self._merger.flush()
+
     def end(self, cut_off: float | bool | None) -> list[dict[str, Any]]:
         """The rest of the run; `cut_off` is what `replay_updates`' `interrupted` says of it."""
         updates = [update for held in self._reply.finish() for update in self._show(held)] + self._merger.flush()

@@ -207,6 +207,11 @@ class HermesAdapter:
                 agent = hermes("run_agent").AIAgent(
                     **setup.agent_kwargs(runtime, session_id=turn.session_id, mcp_names=tools.servers)
                 )
+        except (RuntimeError, ValueError) as exc:
+            # Hermes' own word on its configuration ("No LLM provider configured. Run `hermes
+            # model`...", the 64K context minimum), for the editor to show as it is.
+            mcp.close_session(turn.session_id)
+            raise AgentError(str(exc)) from exc
         except BaseException:
             mcp.close_session(turn.session_id)
             raise

@@ -32,9 +32,10 @@ class Runtime:
     api_key: str | None = field(repr=False)
     command: str | None
     args: tuple[str, ...]
-    context_length: int | None
+    context_length: int | None  # config.yaml's model.context_length, which Hermes takes over any probe
     config_mcp: tuple[str, ...]  # MCP servers named in config.yaml (`mcp.configured` loads the enabled ones)
     source: str
+    requested: str = "auto"  # the provider config.yaml asked for (model.provider), or "auto"
 
 
 def hermes(module: str) -> Any:
@@ -85,6 +86,7 @@ def resolve(model_override: str | None = None) -> Runtime:
         context_length=context_length,
         config_mcp=tuple(servers),
         source=str(runtime.get("source") or "config"),
+        requested=str(runtime.get("requested_provider") or (provider if isinstance(provider, str) else "") or "auto"),
     )
 
 

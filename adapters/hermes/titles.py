@@ -40,4 +40,9 @@ def _name(prompt: str, answer: str, runtime: dict[str, Any], notes: SessionNotes
         log.warning("Hermes could not name the session: %s", type(exc).__name__)
         return
     if isinstance(title, str) and title.strip():
-        notes.title(title)
+        try:
+            notes.title(title)
+        except BaseException as exc:
+            # The server stopped under it (its loop closed with the title on the way): nobody to
+            # tell, and a CancelledError half-printed at exit is all a user would see of it.
+            log.debug("the title of a session came after the server stopped: %r", exc)
