@@ -14,7 +14,9 @@ from typing import Literal
 
 import anyio
 
-Quirk = Literal["lingers_after_eof", "replay_after_load", "fails_after_cancel", "acp_flag_renamed"]
+Quirk = Literal[
+    "lingers_after_eof", "replay_after_load", "fails_after_cancel", "acp_flag_renamed", "stale_end_after_cancel"
+]
 ACP_FLAG_SINCE = (0, 33, 0)  # the Gemini CLI version that named its flag --acp (--experimental-acp before)
 VERSION_TIMEOUT = 10.0  # seconds for `gemini --version` (node starts slowly on a busy machine)
 
@@ -33,6 +35,12 @@ QUIRKS: tuple[AgentQuirk, ...] = (
             {"claude-agent-acp", "@zed-industries/claude-agent-acp", "codex-acp", "@zed-industries/codex-acp"}
         ),
         why="keeps running after its stdin closes: its process group is ended at once",
+    ),
+    AgentQuirk(
+        quirk="stale_end_after_cancel",
+        names=frozenset({"claude-agent-acp", "@zed-industries/claude-agent-acp"}),
+        why="answers the first prompt after a cancel with end_turn at once (the end the cancelled turn left"
+        " behind) and that prompt's reply in the next turn: the session is closed and resumed after a cancel",
     ),
     AgentQuirk(
         quirk="replay_after_load",
