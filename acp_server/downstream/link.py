@@ -136,14 +136,16 @@ class Inbox:
         with contextlib.suppress(RuntimeError):  # the loop has stopped: nobody waits
             self._loop.call_soon_threadsafe(self._room.set)
 
-    def get(self) -> Item:
-        """The next item (worker side); blocks until there is one."""
+    def get(self) -> list[Item]:
+        """Every item queued (worker side), in order; blocks until there is one. Taking them
+        all at once lets the worker merge a burst of streamed text into one report."""
         with self._ready:
             while not self._items:
                 self._ready.wait()
-            item = self._items.popleft()
-            full = len(self._items) >= INBOX_ITEMS - 1
+            items = list(self._items)
+            self._items.clear()
+            full = len(items) >= INBOX_ITEMS
         if full:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._room.set)
-        return item
+        return items

@@ -24,7 +24,7 @@ from anyio.from_thread import BlockingPortal
 
 from acp_server.downstream import asks
 from acp_server.downstream.agent import FORMAT, AgentCommand, Downstream
-from acp_server.downstream.link import Answered, Ask, Cancelled, Inbox, Update
+from acp_server.downstream.link import Answered, Ask, Cancelled, Inbox, Item, Update
 from acp_server.downstream.sessions import AgentSession
 from acp_server.downstream.updates import ToolCalls, apply
 from acp_server.rpc.errors import RpcError
@@ -43,6 +43,7 @@ from adapters.events import STOP_REASONS, StopReason
 log = logging.getLogger(__name__)
 
 CANCEL_LATENCY = 1.0
+TEXT_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 FORGOT_NOTICE = "The agent had lost its memory of this session's earlier turns: it starts afresh from here."
 
 T = TypeVar("T")
@@ -241,15 +242,49 @@ def _serve(inbox: Inbox, sink: Sink) -> StopReason:
     """The turn in its worker thread: the link's items, in order, until the agent answers."""
     tools = ToolCalls(sink)
     while True:
-        item = inbox.get()
-        if isinstance(item, Update):
-            apply(item.update, sink, tools)
-        elif isinstance(item, Ask):
-            _answer(item, sink, tools)
-        elif isinstance(item, Cancelled):
-            raise TurnCancelled("the turn was cancelled")
-        else:
-            return _stop_reason(item, sink)
+        for item in merged(inbox.get()):
+            if isinstance(item, Update):
+                apply(item.update, sink, tools)
+            elif isinstance(item, Ask):
+                _answer(item, sink, tools)
+            elif isinstance(item, Cancelled):
+                raise TurnCancelled("the turn was cancelled")
+            else:
+                return _stop_reason(item, sink)
+
+
+def merged(items: list[Item]) -> list[Item]:
+    """`items` with each run of consecutive text chunks of one kind (the agent's words, or its
+    thoughts) joined into one chunk: one report instead of one per streamed delta."""
+    out: list[Item] = []
+    run: tuple[str, list[str]] | None = None
+    for item in items:
+        kind, text = _chunk_text(item)
+        if kind is not None and run is not None and run[0] == kind:
+            run[1].append(text)
+            continue
+        if run is not None and len(run[1]) > 1:
+            out[-1] = Update({"sessionUpdate": run[0], "content": {"type": "text", "text": "".join(run[1])}})
+        run = (kind, [text]) if kind is not None else None
+        out.append(item)
+    if run is not None and len(run[1]) > 1:
+        out[-1] = Update({"sessionUpdate": run[0], "content": {"type": "text", "text": "".join(run[1])}})
+    return out
+
+
+def _chunk_text(item: Item) -> tuple[str | None, str]:
+    """The kind and text of a plain text chunk of words or thoughts; (None, "") for anything else."""
+    if not isinstance(item, Update):
+        return None, ""
+    kind = item.update.get("sessionUpdate")
+    content: Any = item.update.get("content")
+    if kind not in TEXT_CHUNKS or not isinstance(content, dict):
+        return None, ""
+    block = cast(dict[str, Any], content)
+    text = block.get("text")
+    if block.get("type") != "text" or not isinstance(text, str):
+        return None, ""
+    return cast(str, kind), text
 
 
 def _answer(item: Ask, sink: Sink, tools: ToolCalls) -> None:

@@ -1,0 +1,247 @@
+"""The five real ACP agents through `acp-server --agent acp -- AGENT` against the same agent run
+directly, each on the same fake of its model API on 127.0.0.1 (tests/agents.py launches them,
+as tests/test_acp_runtime_real.py does; they are installed on first use, tests/agent_installs.py).
+
+    .venv/bin/python bench/acp_runtime.py [--deltas 2000] [--runs 3] [--agents claude,codex,...]
+
+Each run starts a fresh process per subject (a fresh journal for acp-server), opens a session,
+warms it with one turn, and measures the second: the model streams DELTAS deltas of 3
+characters as fast as the fake can send them. Per agent and subject, medians of the runs:
+  first ms       prompt sent to the first text the editor gets
+  deltas/s       model deltas delivered per second, first text to the prompt's answer
+  ratio          deltas/s through acp-server over direct (goal: >= 0.9)
+  +first ms      first ms through acp-server minus direct (goal: <= 10)
+  agent CPU      the agent's CPU seconds per 1,000 deltas (its whole process tree)
+  server CPU     acp-server's own CPU seconds per 1,000 deltas
+Subjects alternate within a run, so drift of a busy machine hits both alike. A benchmark, not a
+test: nothing is asserted about speed; only the text received is checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent.parent / "tests")]
+
+from agents import REAL_AGENTS, Launch, RealAgent  # noqa: E402
+
+from acp_server.downstream.client import CLIENT_CAPABILITIES  # noqa: E402
+from bench._common import (  # noqa: E402
+    PY,
+    BenchError,
+    LineClient,
+    cpu_seconds,
+    deadline,
+    fmt,
+    median,
+    progress,
+)
+
+TIMEOUT = 180.0  # seconds for a start or a turn
+GRACE = 5.0  # seconds a subject gets to exit after its stdin closed
+DIRECT, THROUGH = "direct", "acp-server"
+Figures = dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    name: str
+    command: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+
+def subjects(launch: Launch, root: Path, run: int) -> list[Subject]:
+    server_env = launch.env | {"XDG_DATA_HOME": str(root / "data"), "XDG_CONFIG_HOME": str(root / "config")}
+    server = [PY, "-m", "acp_server", "--db", str(root / f"journal-{run}.db"), "--agent", "acp", "--"]
+    return [
+        Subject(DIRECT, list(launch.command), launch.env, launch.cwd),
+        Subject(THROUGH, [*server, *launch.command], server_env, launch.cwd),
+    ]
+
+
+# --- process trees -------------------------------------------------------------------------
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and every process below it (from /proc's child lists)."""
+    found, todo = [pid], [pid]
+    while todo:
+        current = todo.pop()
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{current}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    children = [int(c) for c in (task / "children").read_text().split()]
+                    found += children
+                    todo += children
+    return found
+
+
+def cpu_of(pids: list[int]) -> dict[int, float]:
+    return {pid: cpu for pid in pids if (cpu := cpu_seconds(pid)) is not None}
+
+
+def spent(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds the processes used between two readings (new ones from zero)."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+
+
+# --- one run -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def started(subject: Subject, logdir: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The subject's process, in a process group of its own; at the end its stdin is closed and,
+    after a grace period, the group killed (claude-agent-acp and codex-acp outlive their stdin)."""
+    log_path = logdir / f"{subject.name}-{time.monotonic_ns()}.stderr"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            subject.command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=subject.env,
+            cwd=subject.cwd,
+            start_new_session=True,
+        )
+    try:
+        yield proc
+    except BenchError as exc:
+        tail = log_path.read_text(errors="replace")[-2000:].strip()
+        raise BenchError(f"{exc}\n--- stderr of {subject.name} ---\n{tail or '(empty)'}") from None
+    finally:
+        assert proc.stdin is not None and proc.stdout is not None
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=GRACE)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        proc.stdout.close()
+
+
+def turn(client: LineClient, session: str, deltas: int, through: bool) -> Figures:
+    """One prompt; its figures. The client's process is the agent (direct), or acp-server with
+    the agent's tree below it (through)."""
+    first: list[float] = []
+
+    def on_chunk(_line: bytes, message: dict[str, Any]) -> None:
+        if not first and message["params"]["update"]["content"].get("text"):
+            first.append(time.monotonic())
+
+    top = client.proc.pid
+    tree_before, top_before = cpu_of(tree(top)), cpu_seconds(top)
+    chars = client.chars
+    sent = time.monotonic()
+    request = client.send("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]})
+    with deadline(client.proc, TIMEOUT, f"{client.label}: a prompt"):
+        client.wait_for(request, on_chunk)
+    ended = time.monotonic()
+    tree_after, top_after = cpu_of(tree(top)), cpu_seconds(top)
+    if client.chars - chars != 3 * deltas or not first:
+        raise BenchError(f"{client.label}: got {client.chars - chars} characters, expected {3 * deltas}")
+    figures = {"first": first[0] - sent, "rate": deltas / (ended - first[0])}
+    total = spent(tree_before, tree_after)
+    if not through:  # the whole tree is the agent's
+        return figures | {"agent_cpu": total * 1000 / deltas}
+    server = (top_after or 0.0) - (top_before or 0.0)
+    return figures | {"agent_cpu": (total - server) * 1000 / deltas, "server_cpu": server * 1000 / deltas}
+
+
+def measure(subject: Subject, logdir: Path, deltas: int) -> Figures:
+    with started(subject, logdir) as proc:
+        client = LineClient(proc, subject.name)
+        with deadline(proc, TIMEOUT, f"{subject.name}: initialize and session/new"):
+            # Direct, the agent is told what acp-server tells it (fast-agent, for one, acts on it).
+            caps = CLIENT_CAPABILITIES if subject.name == DIRECT else {}
+            client.wait_for(client.send("initialize", {"protocolVersion": 1, "clientCapabilities": caps}))
+            session = client.new_session(str(subject.cwd))
+        through = subject.name == THROUGH
+        turn(client, session, deltas, through)  # the warm-up: lazy loading, routers, caches
+        return turn(client, session, deltas, through)
+
+
+def bench_agent(agent: RealAgent, deltas: int, runs: int) -> dict[str, list[Figures]]:
+    results: dict[str, list[Figures]] = {DIRECT: [], THROUGH: []}
+    with tempfile.TemporaryDirectory(prefix=f"acp-runtime-{agent.name}-") as tmp, agent.endpoint() as fake:
+        root = Path(tmp)
+        # No delta equal to the one before it: fast-agent 0.10.48 drops such a delta (its text is lost).
+        text = "".join(f"{i % 1000:03d}" for i in range(deltas))
+        fake.responder = lambda body: agent.say(text)
+        launch = agent.launch(root, fake.base_url)
+        for run in range(runs):
+            order = subjects(launch, root, run)
+            for subject in order if run % 2 == 0 else reversed(order):
+                progress(f"{agent.name}: run {run + 1} of {runs}: {subject.name}")
+                results[subject.name].append(measure(subject, root, deltas))
+    return results
+
+
+# --- the table -----------------------------------------------------------------------------
+
+
+def value(runs: list[Figures], key: str) -> float | None:
+    return median([run.get(key) for run in runs]) if runs and all(key in run for run in runs) else None
+
+
+HEADER = [
+    "agent",
+    "first ms direct",
+    "first ms via",
+    "+first ms",
+    "deltas/s direct",
+    "deltas/s via",
+    "ratio",
+    "agent CPU direct",
+    "agent CPU via",
+    "server CPU",
+]
+
+
+def row(name: str, direct: list[Figures], through: list[Figures]) -> list[str]:
+    d_rate, t_rate = value(direct, "rate"), value(through, "rate")
+    d_first, t_first = value(direct, "first"), value(through, "first")
+    return [
+        name,
+        fmt(None if d_first is None else d_first * 1000, ".1f"),
+        fmt(None if t_first is None else t_first * 1000, ".1f"),
+        fmt(None if d_first is None or t_first is None else (t_first - d_first) * 1000, "+.1f"),
+        fmt(d_rate, ",.0f"),
+        fmt(t_rate, ",.0f"),
+        fmt(None if d_rate is None or t_rate is None else t_rate / d_rate, ".2f"),
+        fmt(value(direct, "agent_cpu"), ".3f"),
+        fmt(value(through, "agent_cpu"), ".3f"),
+        fmt(value(through, "server_cpu"), ".3f"),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deltas", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--agents", default=",".join(sorted(REAL_AGENTS)), help="comma-separated names")
+    args = parser.parse_args()
+    print(f"{args.deltas} model deltas of 3 characters, second turn of a session, median of {args.runs} runs")
+    print("CPU: seconds per 1,000 deltas; via: through acp-server --agent acp")
+    print("| " + " | ".join(HEADER) + " |")
+    print("|" + "---|" * len(HEADER), flush=True)
+    for name in [name for name in args.agents.split(",") if name]:
+        results = bench_agent(REAL_AGENTS[name], args.deltas, args.runs)
+        print("| " + " | ".join(row(name, results[DIRECT], results[THROUGH])) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
