@@ -2,11 +2,11 @@
 directly, each on the same fake of its model API on 127.0.0.1 (tests/agents.py launches them,
 as tests/test_acp_runtime_real.py does; they are installed on first use, tests/agent_installs.py).
 
-    .venv/bin/python bench/acp_runtime.py [--deltas 2000] [--runs 3] [--agents claude,codex,...]
+    .venv/bin/python bench/acp_runtime.py [--deltas 2000] [--runs 3] [--turns 5] [--agents claude,codex,...]
 
 Each run starts a fresh process per subject (a fresh journal for acp-server), opens a session,
-warms it with one turn, and measures the second: the model streams DELTAS deltas of 3
-characters as fast as the fake can send them. Per agent and subject, medians of the runs:
+warms it with one turn, and measures the next TURNS: in each the model streams DELTAS deltas of
+3 characters as fast as the fake can send them. Per agent and subject, medians of all turns:
   first ms       prompt sent to the first text the editor gets
   deltas/s       model deltas delivered per second, first text to the prompt's answer
   ratio          deltas/s through acp-server over direct (goal: >= 0.9)
@@ -161,7 +161,7 @@ def turn(client: LineClient, session: str, deltas: int, through: bool) -> Figure
     return figures | {"agent_cpu": (total - server) * 1000 / deltas, "server_cpu": server * 1000 / deltas}
 
 
-def measure(subject: Subject, logdir: Path, deltas: int) -> Figures:
+def measure(subject: Subject, logdir: Path, deltas: int, turns: int) -> list[Figures]:
     with started(subject, logdir) as proc:
         client = LineClient(proc, subject.name)
         with deadline(proc, TIMEOUT, f"{subject.name}: initialize and session/new"):
@@ -171,10 +171,10 @@ def measure(subject: Subject, logdir: Path, deltas: int) -> Figures:
             session = client.new_session(str(subject.cwd))
         through = subject.name == THROUGH
         turn(client, session, deltas, through)  # the warm-up: lazy loading, routers, caches
-        return turn(client, session, deltas, through)
+        return [turn(client, session, deltas, through) for _ in range(turns)]
 
 
-def bench_agent(agent: RealAgent, deltas: int, runs: int) -> dict[str, list[Figures]]:
+def bench_agent(agent: RealAgent, deltas: int, runs: int, turns: int) -> dict[str, list[Figures]]:
     results: dict[str, list[Figures]] = {DIRECT: [], THROUGH: []}
     with tempfile.TemporaryDirectory(prefix=f"acp-runtime-{agent.name}-") as tmp, agent.endpoint() as fake:
         root = Path(tmp)
@@ -186,7 +186,7 @@ def bench_agent(agent: RealAgent, deltas: int, runs: int) -> dict[str, list[Figu
             order = subjects(launch, root, run)
             for subject in order if run % 2 == 0 else reversed(order):
                 progress(f"{agent.name}: run {run + 1} of {runs}: {subject.name}")
-                results[subject.name].append(measure(subject, root, deltas))
+                results[subject.name] += measure(subject, root, deltas, turns)
     return results
 
 
@@ -232,14 +232,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deltas", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--turns", type=int, default=5, help="measured turns per run")
     parser.add_argument("--agents", default=",".join(sorted(REAL_AGENTS)), help="comma-separated names")
     args = parser.parse_args()
-    print(f"{args.deltas} model deltas of 3 characters, second turn of a session, median of {args.runs} runs")
+    print(f"{args.deltas} model deltas of 3 characters; median of {args.runs} runs x {args.turns} turns (after one)")
     print("CPU: seconds per 1,000 deltas; via: through acp-server --agent acp")
     print("| " + " | ".join(HEADER) + " |")
     print("|" + "---|" * len(HEADER), flush=True)
     for name in [name for name in args.agents.split(",") if name]:
-        results = bench_agent(REAL_AGENTS[name], args.deltas, args.runs)
+        results = bench_agent(REAL_AGENTS[name], args.deltas, args.runs, args.turns)
         print("| " + " | ".join(row(name, results[DIRECT], results[THROUGH])) + " |", flush=True)
 
 

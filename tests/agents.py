@@ -32,6 +32,7 @@ from hermes_home import make_home
 from installs import unavailable
 
 HELLO = "hello\n"  # what every agent's scripted tool call writes to hello.txt
+FAST_AGENT_MODEL = "generic.fake-model"
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,8 @@ def fast_agent(root: Path, base_url: str) -> Launch:
     """fast-agent: Chat Completions at GENERIC_BASE_URL; with --shell it offers bash and file
     tools, and uses the client's fs (and terminal, when the client offers one)."""
     env = base_env(root / "home") | {"GENERIC_BASE_URL": base_url, "GENERIC_API_KEY": "sk-test-0000"}
-    command = [str(require("fast-agent")), "acp", "--model", "generic.fake-model", "--shell"]
+    env["FAST_AGENT_MODEL"] = FAST_AGENT_MODEL  # for a command without --model (acp-server's preset)
+    command = [str(require("fast-agent")), "acp", "--model", FAST_AGENT_MODEL, "--shell"]
     return Launch(command, env, work_dir(root))
 
 
