@@ -1,8 +1,8 @@
 """The known misbehaviours of ACP agents (acp_server/downstream/quirks.py), each matched by the
-agent's command or name and handled: Hermes' failure of the prompt after a cancel and Claude's
-stale end of the prompt after a cancel here; Gemini's late replay in test_acp_runtime_restart.py;
-agents that outlive their stdin in test_acp_runtime_process.py. The real agents show each of
-them in test_acp_runtime_real.py."""
+agent's command or name and handled: Hermes' failure of the prompt after a cancel and its calls
+left unfinished, and Claude's stale end of the prompt after a cancel here; Gemini's late replay
+in test_acp_runtime_restart.py; agents that outlive their stdin in test_acp_runtime_process.py.
+The real agents show them in test_acp_runtime_real.py."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ FAKE_AGENT = str(Path(__file__).with_name("fake_acp_agent.py"))
         (("gemini", "--acp"), None, "replay_after_load"),
         (("python", "-m", "acp_adapter"), "hermes-agent", "fails_after_cancel"),
         (("claude-agent-acp",), None, "stale_end_after_cancel"),
+        (("hermes", "acp"), "hermes-agent", "leaves_calls_unfinished"),
         (("node", "/opt/agent/dist/index.js"), "@zed-industries/claude-agent-acp", "stale_end_after_cancel"),
     ],
 )
@@ -109,3 +110,15 @@ async def test_another_agent_whose_prompt_after_a_cancel_ends_at_once_is_not_reo
     assert response["result"]["stopReason"] == "end_turn"
     assert not text.endswith("You said next; I remember slow.")
     assert after_cancel(tmp_path) == ["session/cancel", "session/prompt"]
+
+
+@pytest.mark.parametrize(("name", "status"), [("hermes-agent", "completed"), ("other-agent", "failed")])
+async def test_hermes_allowed_call_left_open_is_completed_at_the_end_of_its_turn(tmp_path, runtimes, name, status):
+    argv = (sys.executable, FAKE_AGENT, "--store", str(tmp_path / "store.json"), "--name", name)
+    async with running(AcpAgent(runtimes.make(argv))) as editor:
+        await editor.initialize()
+        sid = await editor.new_session(tmp_path)
+        assert (await editor.prompt(sid, "ask"))["stopReason"] == "end_turn"  # the fake never ends its call
+        (call,) = [u["toolCallId"] for u in editor.updates[sid] if u["sessionUpdate"] == "tool_call"]
+        ends = [u.get("status") for u in editor.updates[sid] if u.get("toolCallId") == call]
+        assert ends[-1] == status, "allowed, and the turn ended normally: it ran"

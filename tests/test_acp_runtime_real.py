@@ -16,6 +16,7 @@ a new front loads the session, and every word of the turn reaches it exactly onc
 
 What these found: claude-agent-acp answers the prompt after a cancel at once, saying nothing
 (the quirk table's `stale_end_after_cancel`: acp-server reopens its session after a cancel);
+`hermes acp` never ends the call it asked about (`leaves_calls_unfinished`: completed for it);
 Gemini CLI cannot load a session within the clock minute it started (tests/agents.py's
 `between_lives` steps around it; acp-server's own answer to a failed load, a new session and a
 notice, is tested in test_acp_runtime_restart.py). The time from cancel to the `cancelled`
@@ -123,6 +124,15 @@ def shown_calls(frames: list[dict[str, Any]]) -> list[str]:
     return [u["toolCallId"] for u in updates(frames) if u["sessionUpdate"] == "tool_call"]
 
 
+def last_statuses(frames: list[dict[str, Any]]) -> dict[str, str]:
+    """Each tool call the editor was shown, and the last status it was given."""
+    found: dict[str, str] = {}
+    for update in updates(frames):
+        if update["sessionUpdate"] in ("tool_call", "tool_call_update"):
+            found[update["toolCallId"]] = update.get("status") or found.get(update["toolCallId"], "pending")
+    return found
+
+
 # --- processes -------------------------------------------------------------------------------
 
 
@@ -217,6 +227,7 @@ def test_a_real_agent_through_acp_server_streams_asks_remembers_cancels_and_come
             assert server.prompt(sid, "create hello.txt")["stopReason"] == "end_turn"
             ((at, question),) = questions(server.frames[before:])
             assert question["toolCall"]["toolCallId"] in shown_calls(server.frames[before : before + at])
+            assert set(last_statuses(server.frames[before:]).values()) == {"completed"}
             assert hello.read_text() == HELLO
             assert real.is_tool_result(fake.model_requests[-1])
 
@@ -235,6 +246,7 @@ def test_a_real_agent_through_acp_server_streams_asks_remembers_cancels_and_come
             before = len(server.frames)
             assert server.prompt(sid, "create hello.txt again")["stopReason"] == "end_turn"
             assert questions(server.frames[before:]) == []
+            assert set(last_statuses(server.frames[before:]).values()) == {"completed"}
             assert hello.read_text() == HELLO
 
             # SIGKILL of acp-server leaves no process of the agent.
@@ -265,6 +277,7 @@ def test_a_real_agent_through_acp_server_streams_asks_remembers_cancels_and_come
             before = len(server.frames)
             assert server.prompt(sid, "create hello.txt once more")["stopReason"] == "end_turn"
             assert questions(server.frames[before:]) == []
+            assert set(last_statuses(server.frames[before:]).values()) == {"completed"}
             assert hello.read_text() == HELLO
 
             tree = descendants(server.process.pid)

@@ -15,7 +15,12 @@ from typing import Literal
 import anyio
 
 Quirk = Literal[
-    "lingers_after_eof", "replay_after_load", "fails_after_cancel", "acp_flag_renamed", "stale_end_after_cancel"
+    "lingers_after_eof",
+    "replay_after_load",
+    "fails_after_cancel",
+    "acp_flag_renamed",
+    "stale_end_after_cancel",
+    "leaves_calls_unfinished",
 ]
 ACP_FLAG_SINCE = (0, 33, 0)  # the Gemini CLI version that named its flag --acp (--experimental-acp before)
 VERSION_TIMEOUT = 10.0  # seconds for `gemini --version` (node starts slowly on a busy machine)
@@ -51,6 +56,12 @@ QUIRKS: tuple[AgentQuirk, ...] = (
         quirk="acp_flag_renamed",
         names=frozenset({"gemini"}),
         why="before 0.33 takes --experimental-acp, not --acp: `gemini --version` decides which it gets",
+    ),
+    AgentQuirk(
+        quirk="leaves_calls_unfinished",
+        names=frozenset({"hermes-agent"}),
+        why="never ends a call it asked about (write_file: announced as tc-..., asked as edit-approval-N):"
+        " at a normal end of its turn, the calls the user allowed are completed, not shown failed",
     ),
     AgentQuirk(
         quirk="fails_after_cancel",

@@ -158,7 +158,7 @@ class AcpRuntime:
                 session.forgot = False
                 _say(sink, turn, FORGOT_NOTICE)
             self._call(self._start_prompt, downstream, session, inbox, turn.prompt)
-            return _serve(inbox, sink)
+            return _serve(inbox, sink, finish_allowed=downstream.quirks.has("leaves_calls_unfinished"))
         finally:
             session.turn = None
             inbox.close()
@@ -238,8 +238,9 @@ class AcpRuntime:
             session.saved = session.theirs
 
 
-def _serve(inbox: Inbox, sink: Sink) -> StopReason:
-    """The turn in its worker thread: the link's items, in order, until the agent answers."""
+def _serve(inbox: Inbox, sink: Sink, *, finish_allowed: bool = False) -> StopReason:
+    """The turn in its worker thread: the link's items, in order, until the agent answers
+    (calls it allowed and left open are completed then, when `finish_allowed`)."""
     tools = ToolCalls(sink)
     while True:
         for item in merged(inbox.get()):
@@ -250,7 +251,10 @@ def _serve(inbox: Inbox, sink: Sink) -> StopReason:
             elif isinstance(item, Cancelled):
                 raise TurnCancelled("the turn was cancelled")
             else:
-                return _stop_reason(item, sink)
+                reason = _stop_reason(item, sink)
+                if finish_allowed:
+                    tools.finish_allowed()
+                return reason
 
 
 def merged(items: list[Item]) -> list[Item]:
@@ -296,7 +300,7 @@ def _answer(item: Ask, sink: Sink, tools: ToolCalls) -> None:
 
     def work() -> None:
         try:
-            item.reply.result(asks.answer(prepared, sink))
+            item.reply.result(asks.answer(prepared, sink, tools))
         except RpcError as exc:
             item.reply.error(exc)
         except Exception as exc:
