@@ -235,6 +235,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=5, help="measured turns per run")
     parser.add_argument("--agents", default=",".join(sorted(REAL_AGENTS)), help="comma-separated names")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # the agents are ended on the way out
     print(f"{args.deltas} model deltas of 3 characters; median of {args.runs} runs x {args.turns} turns (after one)")
     print("CPU: seconds per 1,000 deltas; via: through acp-server --agent acp")
     print("| " + " | ".join(HEADER) + " |")

@@ -150,14 +150,14 @@ class AcpRuntime:
     def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
         _, downstream = self._agent()
         session = self._session(turn)
-        inbox = self._call(self._begin, downstream, session, turn)
-        session.turn = inbox
+        inbox, sent = self._call(self._begin, downstream, session, turn)
         try:
-            self._remember(session, sink)
-            if session.forgot:
-                session.forgot = False
-                _say(sink, turn, FORGOT_NOTICE)
-            self._call(self._start_prompt, downstream, session, inbox, turn.prompt)
+            if not sent:  # the journal and the editor are told first
+                self._remember(session, sink)
+                if session.forgot:
+                    session.forgot = False
+                    _say(sink, turn, FORGOT_NOTICE)
+                self._call(self._start_prompt, downstream, session, inbox, turn.prompt)
             return _serve(inbox, sink, finish_allowed=downstream.quirks.has("leaves_calls_unfinished"))
         finally:
             session.turn = None
@@ -214,9 +214,16 @@ class AcpRuntime:
         return session
 
     @staticmethod
-    async def _begin(downstream: Downstream, session: AgentSession, turn: TurnInput) -> Inbox:
+    async def _begin(downstream: Downstream, session: AgentSession, turn: TurnInput) -> tuple[Inbox, bool]:
+        """The turn's link, the session open at the agent; the prompt is sent at once (True)
+        unless the journal or the editor must be told something first."""
         await downstream.open(session, turn)
-        return Inbox()
+        inbox = Inbox()
+        session.turn = inbox
+        if session.saved != session.theirs or session.forgot:
+            return inbox, False
+        await AcpRuntime._start_prompt(downstream, session, inbox, turn.prompt)
+        return inbox, True
 
     @staticmethod
     async def _start_prompt(
