@@ -13,6 +13,8 @@ warms it with one turn, and measures the next TURNS: in each the model streams D
   +first ms      first ms through acp-server minus direct (goal: <= 10)
   agent CPU      the agent's CPU seconds per 1,000 deltas (its whole process tree)
   server CPU     acp-server's own CPU seconds per 1,000 deltas
+A last line measures what acp-server adds to the first delta alone, with tests/fake_acp_agent.py
+(it answers every prompt at once): 35 prompts per run and subject.
 Subjects alternate within a run, so drift of a busy machine hits both alike. A benchmark, not a
 test: nothing is asserted about speed; only the text received is checked.
 """
@@ -63,11 +65,13 @@ class Subject:
 
 
 def subjects(launch: Launch, root: Path, run: int) -> list[Subject]:
-    server_env = launch.env | {"XDG_DATA_HOME": str(root / "data"), "XDG_CONFIG_HOME": str(root / "config")}
+    """The agent alone and below acp-server, with the same environment (acp-server passes its
+    own down to the agent, so the agent sees the same either way)."""
+    env = launch.env | {"XDG_DATA_HOME": str(root / "data"), "XDG_CONFIG_HOME": str(root / "config")}
     server = [PY, "-m", "acp_server", "--db", str(root / f"journal-{run}.db"), "--agent", "acp", "--"]
     return [
-        Subject(DIRECT, list(launch.command), launch.env, launch.cwd),
-        Subject(THROUGH, [*server, *launch.command], server_env, launch.cwd),
+        Subject(DIRECT, list(launch.command), env, launch.cwd),
+        Subject(THROUGH, [*server, *launch.command], env, launch.cwd),
     ]
 
 
@@ -190,6 +194,50 @@ def bench_agent(agent: RealAgent, deltas: int, runs: int, turns: int) -> dict[st
     return results
 
 
+# --- acp-server's own share: an agent that answers at once ---------------------------------
+
+FAKE_AGENT = Path(__file__).resolve().parent.parent / "tests" / "fake_acp_agent.py"
+PROBES = 40  # prompts per subject; the first 5 are left out
+
+
+def probe(runs: int) -> dict[str, list[float]]:
+    """Prompt to first text with tests/fake_acp_agent.py, which answers each prompt at once with
+    one chunk: what acp-server adds to the first delta, without a model or a busy agent."""
+    found: dict[str, list[float]] = {DIRECT: [], THROUGH: []}
+    with tempfile.TemporaryDirectory(prefix="acp-runtime-probe-") as tmp:
+        root = Path(tmp)
+        (root / "work").mkdir()
+        launch = Launch([PY, str(FAKE_AGENT), "--store", str(root / "store.json")], {"PATH": os.defpath}, root / "work")
+        for run in range(runs):
+            for subject in subjects(launch, root, run):
+                progress(f"probe: run {run + 1} of {runs}: {subject.name}")
+                with started(subject, root) as proc:
+                    client = LineClient(proc, subject.name)
+                    with deadline(proc, TIMEOUT, f"{subject.name}: the probe"):
+                        client.initialize()
+                        session = client.new_session(str(subject.cwd))
+                        for index in range(PROBES):
+                            first = first_text(client, session)
+                            if index >= 5:
+                                found[subject.name].append(first)
+    return found
+
+
+def first_text(client: LineClient, session: str) -> float:
+    """Seconds from a prompt to the first chunk of its answer (the turn is read to its end)."""
+    first: list[float] = []
+
+    def on_chunk(_line: bytes, _message: dict[str, Any]) -> None:
+        if not first:
+            first.append(time.monotonic())
+
+    sent = time.monotonic()
+    client.wait_for(
+        client.send("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}), on_chunk
+    )
+    return first[0] - sent
+
+
 # --- the table -----------------------------------------------------------------------------
 
 
@@ -243,6 +291,14 @@ def main() -> None:
     for name in [name for name in args.agents.split(",") if name]:
         results = bench_agent(REAL_AGENTS[name], args.deltas, args.runs, args.turns)
         print("| " + " | ".join(row(name, results[DIRECT], results[THROUGH])) + " |", flush=True)
+    probed = probe(args.runs)
+    direct, through = median(probed[DIRECT]), median(probed[THROUGH])
+    assert direct is not None and through is not None
+    print(
+        f"An agent that answers at once (tests/fake_acp_agent.py), prompt to first text, median of"
+        f" {len(probed[THROUGH])}: direct {direct * 1000:.2f} ms, through acp-server {through * 1000:.2f} ms"
+        f" (+{(through - direct) * 1000:.2f} ms)"
+    )
 
 
 if __name__ == "__main__":
