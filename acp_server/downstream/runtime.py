@@ -15,6 +15,7 @@ import logging
 import shlex
 import shutil
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
@@ -43,6 +44,7 @@ from adapters.events import STOP_REASONS, StopReason
 log = logging.getLogger(__name__)
 
 CANCEL_LATENCY = 1.0
+COALESCE = 0.005  # seconds: streamed text is reported at most this often (see `_serve`)
 TEXT_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 FORGOT_NOTICE = "The agent had lost its memory of this session's earlier turns: it starts afresh from here."
 
@@ -247,12 +249,30 @@ class AcpRuntime:
 
 def _serve(inbox: Inbox, sink: Sink, *, finish_allowed: bool = False) -> StopReason:
     """The turn in its worker thread: the link's items, in order, until the agent answers
-    (calls it allowed and left open are completed then, when `finish_allowed`)."""
+    (calls it allowed and left open are completed then, when `finish_allowed`).
+
+    Streamed text is reported at most every COALESCE seconds: a chunk that comes sooner after
+    the last one reported waits (merged with the chunks after it) until that time has passed or
+    something else comes. Each report costs the server a journal commit and a frame, whatever
+    its size, and an agent that sends its deltas one by one (Hermes) would otherwise cost that
+    for every few characters; the first chunk of a turn, and any after a pause, go at once."""
     tools = ToolCalls(sink)
+    held: Update | None = None  # text waiting for its time
+    reported = -COALESCE  # when text was last reported (time.monotonic)
     while True:
-        for item in merged(inbox.get()):
+        wait = None if held is None else max(0.0, reported + COALESCE - time.monotonic())
+        items = inbox.get(wait)
+        batch = merged([held, *items] if held is not None else items)
+        held = None
+        for index, item in enumerate(batch):
             if isinstance(item, Update):
+                text = _chunk_text(item)[0] is not None
+                if text and index == len(batch) - 1 and items and time.monotonic() - reported < COALESCE:
+                    held = item
+                    continue
                 apply(item.update, sink, tools)
+                if text:
+                    reported = time.monotonic()
             elif isinstance(item, Ask):
                 _answer(item, sink, tools)
             elif isinstance(item, Cancelled):
