@@ -4,9 +4,10 @@ as tests/test_acp_runtime_real.py does; they are installed on first use, tests/a
 
     .venv/bin/python bench/acp_runtime.py [--deltas 2000] [--runs 3] [--turns 5] [--agents claude,codex,...]
 
-Each run starts a fresh process per subject (a fresh journal for acp-server), opens a session,
-warms it with one turn, and measures the next TURNS: in each the model streams DELTAS deltas of
-3 characters as fast as the fake can send them. Per agent and subject, medians of all turns:
+Each run starts both subjects side by side (fresh processes, agent homes of their own, a fresh
+journal for acp-server), opens a session on each, warms each with one turn, and then measures
+TURNS turns of each, alternating between them: in each the model streams DELTAS deltas of 3
+characters as fast as the fake can send them. Per agent and subject, medians of all turns:
   first ms       prompt sent to the first text the editor gets
   deltas/s       model deltas delivered per second, first text to the prompt's answer
   ratio          deltas/s through acp-server over direct (goal: >= 0.9)
@@ -15,8 +16,7 @@ warms it with one turn, and measures the next TURNS: in each the model streams D
   server CPU     acp-server's own CPU seconds per 1,000 deltas
 A last line measures what acp-server adds to the first delta alone, with tests/fake_acp_agent.py
 (it answers every prompt at once): 35 prompts per run and subject.
-Subjects alternate within a run, so drift of a busy machine hits both alike. A benchmark, not a
-test: nothing is asserted about speed; only the text received is checked.
+A benchmark, not a test: nothing is asserted about speed; only the text received is checked.
 """
 
 from __future__ import annotations
@@ -165,17 +165,26 @@ def turn(client: LineClient, session: str, deltas: int, through: bool) -> Figure
     return figures | {"agent_cpu": (total - server) * 1000 / deltas, "server_cpu": server * 1000 / deltas}
 
 
-def measure(subject: Subject, logdir: Path, deltas: int, turns: int) -> list[Figures]:
-    with started(subject, logdir) as proc:
-        client = LineClient(proc, subject.name)
-        with deadline(proc, TIMEOUT, f"{subject.name}: initialize and session/new"):
-            # Direct, the agent is told what acp-server tells it (fast-agent, for one, acts on it).
-            caps = CLIENT_CAPABILITIES if subject.name == DIRECT else {}
-            client.wait_for(client.send("initialize", {"protocolVersion": 1, "clientCapabilities": caps}))
-            session = client.new_session(str(subject.cwd))
-        through = subject.name == THROUGH
-        turn(client, session, deltas, through)  # the warm-up: lazy loading, routers, caches
-        return [turn(client, session, deltas, through) for _ in range(turns)]
+def opened(subject: Subject, proc: subprocess.Popen[bytes]) -> tuple[LineClient, str]:
+    client = LineClient(proc, subject.name)
+    with deadline(proc, TIMEOUT, f"{subject.name}: initialize and session/new"):
+        # Direct, the agent is told what acp-server tells it (fast-agent, for one, acts on it).
+        caps = CLIENT_CAPABILITIES if subject.name == DIRECT else {}
+        client.wait_for(client.send("initialize", {"protocolVersion": 1, "clientCapabilities": caps}))
+        return client, client.new_session(str(subject.cwd))
+
+
+def measure(pair: list[Subject], logdir: Path, deltas: int, turns: int) -> dict[str, list[Figures]]:
+    """Both subjects running side by side, their turns alternating (load drifts alike)."""
+    found: dict[str, list[Figures]] = {subject.name: [] for subject in pair}
+    with contextlib.ExitStack() as stack:
+        sessions = [(subject, *opened(subject, stack.enter_context(started(subject, logdir)))) for subject in pair]
+        for subject, client, session in sessions:
+            turn(client, session, deltas, subject.name == THROUGH)  # the warm-up: lazy loading, routers, caches
+        for index in range(turns):
+            for subject, client, session in sessions if index % 2 == 0 else reversed(sessions):
+                found[subject.name].append(turn(client, session, deltas, subject.name == THROUGH))
+    return found
 
 
 def bench_agent(agent: RealAgent, deltas: int, runs: int, turns: int) -> dict[str, list[Figures]]:
@@ -185,12 +194,13 @@ def bench_agent(agent: RealAgent, deltas: int, runs: int, turns: int) -> dict[st
         # No delta equal to the one before it: fast-agent 0.10.48 drops such a delta (its text is lost).
         text = "".join(f"{i % 1000:03d}" for i in range(deltas))
         fake.responder = lambda body: agent.say(text)
-        launch = agent.launch(root, fake.base_url)
         for run in range(runs):
-            order = subjects(launch, root, run)
-            for subject in order if run % 2 == 0 else reversed(order):
-                progress(f"{agent.name}: run {run + 1} of {runs}: {subject.name}")
-                results[subject.name] += measure(subject, root, deltas, turns)
+            progress(f"{agent.name}: run {run + 1} of {runs}")
+            # Each subject an agent home of its own: they run at the same time.
+            direct = subjects(agent.launch(root / f"direct-{run}", fake.base_url), root / f"direct-{run}", run)[0]
+            through = subjects(agent.launch(root / f"via-{run}", fake.base_url), root / f"via-{run}", run)[1]
+            for name, figures in measure([direct, through], root, deltas, turns).items():
+                results[name] += figures
     return results
 
 
