@@ -266,12 +266,12 @@ def _serve(inbox: Inbox, sink: Sink, *, finish_allowed: bool = False) -> StopRea
         held = None
         for index, item in enumerate(batch):
             if isinstance(item, Update):
-                text = _chunk_text(item)[0] is not None
-                if text and index == len(batch) - 1 and items and time.monotonic() - reported < COALESCE:
+                kind, text = _chunk_text(item)
+                if kind is not None and index == len(batch) - 1 and items and time.monotonic() - reported < COALESCE:
                     held = item
                     continue
                 apply(item.update, sink, tools)
-                if text:
+                if text:  # an empty chunk (Claude starts with one) shows nothing: the next goes at once
                     reported = time.monotonic()
             elif isinstance(item, Ask):
                 _answer(item, sink, tools)
