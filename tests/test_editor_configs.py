@@ -170,8 +170,8 @@ def start_session(launch: Launch, tmp_path: Path, extra_env: dict[str, str]) -> 
     ]
     argv = [real(launch.command), *(real(a) for a in launch.args)]
     process = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path
+    )  # in the test's directory: an agent below may write there (fast-agent makes .fast-agent/)
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     lines: queue.Queue[str] = queue.Queue()
     stderr: list[str] = []
