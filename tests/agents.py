@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import fake_anthropic
 import fake_gemini
@@ -31,6 +32,7 @@ from hermes_home import make_home
 from installs import unavailable
 
 HELLO = "hello\n"  # what every agent's scripted tool call writes to hello.txt
+FAST_AGENT_MODEL = "generic.fake-model"
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ def fast_agent(root: Path, base_url: str) -> Launch:
     """fast-agent: Chat Completions at GENERIC_BASE_URL; with --shell it offers bash and file
     tools, and uses the client's fs (and terminal, when the client offers one)."""
     env = base_env(root / "home") | {"GENERIC_BASE_URL": base_url, "GENERIC_API_KEY": "sk-test-0000"}
-    command = [str(require("fast-agent")), "acp", "--model", "generic.fake-model", "--shell"]
+    env["FAST_AGENT_MODEL"] = FAST_AGENT_MODEL  # for a command without --model (acp-server's preset)
+    command = [str(require("fast-agent")), "acp", "--model", FAST_AGENT_MODEL, "--shell"]
     return Launch(command, env, work_dir(root))
 
 
@@ -169,6 +172,8 @@ class RealAgent:
     asks_for_unannounced_calls: bool = False  # its permission question names a call no tool_call announced
     leaves_calls_unfinished: bool = False  # a tool call it announced never reaches completed/failed
     schema_deviations: tuple[str, ...] = ()  # texts in the schema problems its frames are known to have
+    after_cancel: Literal["answers", "ends_at_once"] = "answers"  # what the next prompt after a cancel gets
+    between_lives: Callable[[Path], None] = lambda root: None  # done to its store before a restart (a bug's way round)
 
 
 def _hello(work: Path) -> str:
@@ -201,6 +206,18 @@ def _hermes_writes(work: Path) -> Stream:
     return fake_openai.reply(tools=[("write_file", {"path": _hello(work), "content": HELLO})])
 
 
+def _gemini_sessions_a_minute_old(root: Path) -> None:
+    """Gemini CLI 0.61 names a session's file by the minute the session started and the first 8
+    characters of its id, and `session/load` first starts a new file named for the minute it
+    runs in: within the minute the session started that is the session's own file, whose
+    history it resets, so the load fails ("No previous sessions found for this project"). A
+    session started a minute or more before its load is found; the test moves the files there."""
+    for chat in (root / "home" / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"):
+        chat.rename(
+            chat.with_name(re.sub(r"^session-\d{4}-\d\d-\d\dT\d\d-\d\d-", "session-2000-01-01T00-00-", chat.name))
+        )
+
+
 def _chat_sees_result(body: Any) -> bool:
     return body["messages"][-1]["role"] == "tool"
 
@@ -215,6 +232,7 @@ REAL_AGENTS = {
             say=fake_anthropic.reply,
             write_hello=_claude_writes,
             is_tool_result=_claude_sees_result,
+            after_cancel="ends_at_once",  # and its reply comes in the turn after it
             # usage_update's `used` is a required integer; claude-agent-acp sends null.
             schema_deviations=("{'sessionUpdate': 'usage_update', 'used': None,",),
         ),
@@ -237,6 +255,7 @@ REAL_AGENTS = {
             writes_through_client=True,
             writes_existing_files_only=True,
             asks_for_unannounced_calls=True,
+            between_lives=_gemini_sessions_a_minute_old,
         ),
         RealAgent(
             name="fast-agent",

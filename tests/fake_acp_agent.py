@@ -64,6 +64,7 @@ class Agent:
         self.lock = threading.Lock()
         self.cancels: dict[str, threading.Event] = {}
         self.cancelled_last: set[str] = set()
+        self.stale: set[str] = set()  # sessions whose cancelled turn left its end behind
         self.authed = False
         self.model = "large"
         self.next_id = 1000
@@ -102,7 +103,7 @@ class Agent:
     def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         caps: dict[str, Any] = {"loadSession": not self.args.no_load, "promptCapabilities": {"image": True}}
         if self.args.resume:
-            caps["sessionCapabilities"] = {"resume": {}}
+            caps["sessionCapabilities"] = {"resume": {}, "close": {}}
         result: dict[str, Any] = {
             "protocolVersion": 1,
             "agentCapabilities": caps,
@@ -146,6 +147,10 @@ class Agent:
         if self.args.fail_after_cancel and sid in self.cancelled_last:
             self.cancelled_last.discard(sid)
             self.send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "Internal error"}})
+            return
+        if sid in self.stale:  # as claude-agent-acp 0.23 does: the cancelled turn's end answers this one
+            self.stale.discard(sid)
+            self.send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
             return
         cancel = self.cancels.setdefault(sid, threading.Event())
         cancel.clear()
@@ -195,6 +200,8 @@ class Agent:
             if cancel.wait(60):
                 stop = "cancelled"
                 self.cancelled_last.add(sid)
+                if self.args.stale_end_after_cancel:
+                    self.stale.add(sid)
                 if "late question" in text:  # a question after the cancel: someone must still answer it
                     answer = self.ask(
                         "session/request_permission",
@@ -208,6 +215,10 @@ class Agent:
         self.sessions.setdefault(sid, []).append(text)
         self.save()
         self.send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
+
+    def close(self, params: dict[str, Any]) -> Any:
+        self.stale.discard(params["sessionId"])
+        return {}
 
     def set_mode(self, params: dict[str, Any]) -> Any:
         self.notify(params["sessionId"], {"sessionUpdate": "current_mode_update", "currentModeId": params["modeId"]})
@@ -229,10 +240,14 @@ class Agent:
             "session/set_mode": self.set_mode,
             "session/set_config_option": self.set_option,
             "session/resume": lambda p: self.session_load(p, replay=False),
+            "session/close": self.close,
         }
         for line in sys.stdin:
             message = json.loads(line)
             method, rid = message.get("method"), message.get("id")
+            if self.args.calls and method is not None:
+                with open(self.args.calls, "a") as calls:
+                    calls.write(json.dumps({"method": method, "params": message.get("params")}) + "\n")
             if method is None:
                 self.results[rid] = message.get("result")
                 self.answers.get(rid, threading.Event()).set()
@@ -283,6 +298,8 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="offer session/resume")
     parser.add_argument("--late-replay", action="store_true", help="replay a load after answering it")
     parser.add_argument("--fail-after-cancel", action="store_true", help="fail the prompt after a cancel")
+    parser.add_argument("--stale-end-after-cancel", action="store_true", help="end the prompt after a cancel at once")
+    parser.add_argument("--calls", help="append each request and notification received to this file")
     parser.add_argument("--modes", action="store_true", help="offer modes, config options and commands")
     parser.add_argument("--auth", action="store_true", help="require authenticate before session/new")
     args = parser.parse_args()

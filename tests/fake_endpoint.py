@@ -3,8 +3,9 @@
 `FakeEndpoint` serves on a free loopback port (it refuses any other address, and any client
 that is not on loopback); each subclass answers its API's paths in `post`/`get`. A model
 request plays the next scripted answer (or asks `responder`): a `Stream` of SSE chunks,
-optionally slow or held open until the client goes away, or a `Failure`. Every request is
-recorded, body decoded, so a test can read what the agent sent (earlier turns included).
+optionally slow, paused until the test lets it go on, or held open until the client goes
+away, or a `Failure`. Every request is recorded, body decoded, so a test can read what the
+agent sent (earlier turns included).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
 HOLD_LIMIT = 10.0  # seconds a held-open answer waits for its client to go away
+PAUSE_LIMIT = 120.0  # seconds a paused stream waits for the test to let it go on
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class Stream:
     gap: float = 0.0  # seconds between chunks: a model that is slow on purpose
     hold_open: bool = False
     hold_headers: bool = False  # wait for the client to go away before answering at all
+    pause_after: int = 0  # with `resume`: how many chunks go out before the stream waits for it
+    resume: threading.Event | None = None  # set by the test to let a paused stream go on
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,12 @@ class FakeEndpoint:
             if readable and not exchange.connection.recv(1):
                 self.disconnected.set()
                 return
+
+    def wait_for(self, event: threading.Event) -> None:
+        """Wait until the test sets `event` (or the fake stops, or PAUSE_LIMIT passes)."""
+        deadline = time.monotonic() + PAUSE_LIMIT
+        while not event.wait(0.05) and not self._stopping.is_set() and time.monotonic() < deadline:
+            pass
 
     # --- what subclasses answer ------------------------------------------------------------
 
@@ -218,7 +228,9 @@ class Exchange(BaseHTTPRequestHandler):
         self.end_headers()
         if self.fake.opening_comment:
             self._write(": keep-alive comment\n\n")
-        for item in stream.chunks:
+        for index, item in enumerate(stream.chunks):
+            if stream.resume is not None and index == stream.pause_after:
+                self.fake.wait_for(stream.resume)
             event = f"event: {item['type']}\n" if self.fake.named_events else ""
             self._write(f"{event}data: {json.dumps(item)}\n\n")
             if stream.gap:

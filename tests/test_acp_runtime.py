@@ -213,3 +213,34 @@ async def test_an_agent_error_fails_the_prompt_with_its_message(agent, tmp_path)
         )
         assert response["error"]["message"] == "the model is down"
         assert editor.text(sid) == "trying"
+
+
+def test_a_burst_of_streamed_chunks_is_reported_as_one_in_order():
+    from acp_server.downstream.link import Update
+    from acp_server.downstream.runtime import merged
+
+    def chunk(kind: str, text: str) -> Update:
+        return Update({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+
+    image = Update({"sessionUpdate": "agent_message_chunk", "content": {"type": "image", "data": "", "mimeType": "x"}})
+    call = Update({"sessionUpdate": "tool_call", "toolCallId": "t", "title": "T"})
+    items = [
+        chunk("agent_message_chunk", "a"),
+        chunk("agent_message_chunk", "b"),
+        chunk("agent_thought_chunk", "t"),
+        chunk("agent_message_chunk", "c"),
+        call,
+        chunk("agent_message_chunk", "d"),
+        image,
+        chunk("agent_message_chunk", "e"),
+        chunk("agent_message_chunk", "f"),
+    ]
+    assert merged(items) == [
+        chunk("agent_message_chunk", "ab"),
+        chunk("agent_thought_chunk", "t"),
+        chunk("agent_message_chunk", "c"),
+        call,
+        chunk("agent_message_chunk", "d"),
+        image,
+        chunk("agent_message_chunk", "ef"),
+    ]

@@ -5,26 +5,36 @@ the CodeCompanion (Lua) and agent-shell (Elisp) snippets, and each Toad and acpx
 editor-configs/README.md is launched exactly as written, its placeholder paths replaced by this
 checkout's, over real pipes through `initialize` and `session/new`; every frame is schema-checked.
 The snippets' server flags and `ACP_SERVER_*` variables must exist in the one option table.
-Entries for an ACP agent preset skip when that agent's program is not installed here.
+Identical entries of several files (the same command, arguments and env) are started once.
+An entry for an ACP agent preset (`--agent claude`, `codex`, ...) starts the pinned real agent
+of tests/agents.py, put on PATH and configured as the agent tests configure it, against its fake
+model endpoint (it skips, or fails under CI, where that agent cannot be installed); an entry in
+runner mode gets a runtime directory of its own and its runner is stopped afterwards.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agents import REAL_AGENTS
+from runner_fronts import short_runtime_dir
 from schema_check import check_agent_frame
 
 from acp_server.cli.settings import SERVER_OPTIONS, env_name
-from acp_server.downstream.presets import PRESETS
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "editor-configs"
@@ -32,7 +42,9 @@ PLACEHOLDER_COMMAND = "/path/to/acp-server/.venv/bin/acp-server"
 PLACEHOLDER_ROOT = "/path/to/acp-server"
 FLAGS = {flag for flag, _ in SERVER_OPTIONS}
 ENV_NAMES = {env_name(flag) for flag in FLAGS}
-START_TIMEOUT = 60  # seconds for initialize and session/new; it normally takes well under one
+START_TIMEOUT = 120  # seconds for initialize and session/new; well under one, or a few with a real agent
+PRESET_AGENTS = {"claude": "claude", "codex": "codex", "gemini": "gemini", "fast-agent": "fast-agent"}
+PRESET_AGENTS["hermes-acp"] = "hermes"  # the preset -> its agent in tests/agents.py
 
 
 @dataclass(frozen=True)
@@ -58,15 +70,20 @@ def real(text: str) -> str:
 
 
 def json_launches() -> list[Launch]:
-    found = []
+    """Every entry of the JSON files; entries that launch the same way are one, named by all."""
+    found: dict[str, Launch] = {}
     for path in sorted(CONFIGS.glob("*.json")):
         document = json.loads(path.read_text())
         table = document.get("agent_servers") or document.get("acp.agents")
         assert table, f"{path.name}: no agent_servers or acp.agents entry"
         for name, entry in table.items():
             args, env = tuple(entry.get("args", [])), dict(entry.get("env", {}))
-            found.append(Launch(f"{path.name}: {name}", entry["command"], args, env))
-    return found
+            key = json.dumps([entry["command"], args, sorted(env.items())])
+            source = f"{path.name}: {name}"
+            if key in found:
+                source = f"{found[key].source}; {source}"
+            found[key] = Launch(source, entry["command"], args, env)
+    return list(found.values())
 
 
 def lua_launches() -> list[Launch]:
@@ -131,13 +148,15 @@ SNIPPETS = [*lua_launches(), *elisp_launches(), *readme_launches()]
 # --- launching -----------------------------------------------------------------------------
 
 
-def start_session(launch: Launch, tmp_path: Path) -> list[dict[str, Any]]:
-    """Run the server as configured; return its frames for initialize and session/new."""
+def start_session(launch: Launch, tmp_path: Path, extra_env: dict[str, str]) -> list[dict[str, Any]]:
+    """Run the server as configured; return its frames for initialize and session/new. Each
+    request waits for its answer (an agent below may take seconds to start), then stdin closes."""
     env = {
         **os.environ,
         "XDG_CONFIG_HOME": str(tmp_path / "config"),  # no user config file changes the outcome
         "XDG_DATA_HOME": str(tmp_path / "data"),
         "HOME": str(tmp_path / "home"),  # the hermes entry's ~/.hermes: a throw-away one
+        **extra_env,
         **launch.env,
     }
     requests = [
@@ -149,29 +168,79 @@ def start_session(launch: Launch, tmp_path: Path) -> list[dict[str, Any]]:
         },
         {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}},
     ]
-    stdin = "".join(json.dumps(r) + "\n" for r in requests)
     argv = [real(launch.command), *(real(a) for a in launch.args)]
-    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, timeout=START_TIMEOUT)
-    assert done.returncode == 0, f"{launch}: {argv} exited {done.returncode}\nstderr: {done.stderr}"
-    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    process = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path
+    )  # in the test's directory: an agent below may write there (fast-agent makes .fast-agent/)
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    lines: queue.Queue[str] = queue.Queue()
+    stderr: list[str] = []
+
+    def read_stdout() -> None:
+        for line in process.stdout or ():
+            lines.put(line)
+
+    threading.Thread(target=read_stdout, daemon=True).start()
+    threading.Thread(target=lambda: stderr.append(process.stderr.read() if process.stderr else ""), daemon=True).start()
+    frames: list[dict[str, Any]] = []
+    try:
+        for request in requests:
+            process.stdin.write(json.dumps(request) + "\n")
+            process.stdin.flush()
+            while not any(f.get("id") == request["id"] and "method" not in f for f in frames):
+                try:
+                    frames.append(json.loads(lines.get(timeout=START_TIMEOUT)))
+                except queue.Empty:
+                    pytest.fail(f"{launch}: no answer to {request['method']} within {START_TIMEOUT} s")
+        process.stdin.close()
+        code = process.wait(timeout=START_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 0, f"{launch}: {argv} exited {code}\nstderr: {''.join(stderr)}"
     methods = {1: "initialize", 2: "session/new"}
     for frame in frames:
         check_agent_frame(frame, None if "method" in frame else methods.get(frame.get("id")))
     return frames
 
 
-def skip_unless_installed(launch: Launch) -> None:
-    """An entry for an ACP agent preset (`--agent claude`) starts that agent, which only its
-    user installs (with an npm account, a login): skipped when its program is not here."""
+@contextlib.contextmanager
+def agent_below(launch: Launch, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """What an entry for an ACP agent preset needs here: the pinned agent on PATH and its
+    configuration (tests/agents.py: it skips, or fails in CI, when the agent cannot be
+    installed), with its fake model endpoint running. Nothing for any other entry."""
     args = list(launch.args)
-    name = args[args.index("--agent") + 1] if "--agent" in args[:-1] else None
-    if name in PRESETS and not PRESETS[name].installed():
-        pytest.skip(f"{launch}: {PRESETS[name].candidates[0][0]} is not installed ({PRESETS[name].install})")
+    preset = args[args.index("--agent") + 1] if "--agent" in args[:-1] else None
+    if preset not in PRESET_AGENTS:
+        yield {}
+        return
+    agent = REAL_AGENTS[PRESET_AGENTS[preset]]
+    with agent.endpoint() as fake:
+        below = agent.launch(tmp_path / "agent", fake.base_url)
+        programs = os.path.dirname(below.command[0])
+        yield below.env | {"PATH": f"{programs}{os.pathsep}{os.environ.get('PATH', os.defpath)}"}
+
+
+@contextlib.contextmanager
+def runner_cleanup(launch: Launch) -> Iterator[dict[str, str]]:
+    """For an entry in runner mode: a runtime directory of its own, and its runner stopped."""
+    if "--runner" not in launch.args and launch.env.get("ACP_SERVER_RUNNER") not in ("1", "true"):
+        yield {}
+        return
+    run_dir = short_runtime_dir()
+    try:
+        yield {"XDG_RUNTIME_DIR": run_dir}
+    finally:
+        env = {**os.environ, "XDG_RUNTIME_DIR": run_dir}
+        subprocess.run([real(launch.command), "runner", "stop"], env=env, capture_output=True, timeout=60)
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def check_started(launch: Launch, tmp_path: Path) -> None:
-    skip_unless_installed(launch)
-    answers = {f["id"]: f for f in start_session(launch, tmp_path) if "id" in f and "method" not in f}
+    with agent_below(launch, tmp_path) as agent_env, runner_cleanup(launch) as runner_env:
+        frames = start_session(launch, tmp_path, agent_env | runner_env)
+    answers = {f["id"]: f for f in frames if "id" in f and "method" not in f}
     assert "result" in answers[1], f"{launch}: initialize failed: {answers[1]}"
     assert answers[1]["result"]["protocolVersion"] == 1
     assert "result" in answers[2], f"{launch}: session/new failed: {answers[2]}"

@@ -144,11 +144,12 @@ class Downstream:
         return session.controls
 
     async def _new(self, client: AgentClient, session: AgentSession, ready: TurnInput) -> None:
-        answer = await self._session_call(client, methods.SESSION_NEW, self._setup(client, session, ready))
+        setup = self._setup(client, session, ready)
+        answer = await self._session_call(client, methods.SESSION_NEW, setup)
         theirs = _object(answer).get("sessionId")
         if not isinstance(theirs, str) or not theirs:
             raise AgentError("the agent answered session/new without a session id")
-        await self._attach(client, session, theirs, answer)
+        await self._attach(client, session, theirs, answer, setup)
 
     async def _restore(self, client: AgentClient, session: AgentSession, theirs: str, ready: TurnInput) -> bool:
         """Bring the agent's session back (its replay goes nowhere); False when it cannot."""
@@ -159,10 +160,9 @@ class Downstream:
             return False
         route = SessionRoute(session)  # in place before the call, so the replay finds no turn
         client.routes[theirs] = route
+        setup = self._setup(client, session, ready)
         try:
-            answer = await self._session_call(
-                client, method, {"sessionId": theirs, **self._setup(client, session, ready)}
-            )
+            answer = await self._session_call(client, method, {"sessionId": theirs, **setup})
         except AgentError as exc:
             client.routes.pop(theirs, None)
             log.info("%s: could not bring back session %s: %s", self.command.name, theirs, exc)
@@ -170,15 +170,16 @@ class Downstream:
         if not isinstance(answer, dict):  # Hermes answers a load of a session it lost with null
             client.routes.pop(theirs, None)
             return False
-        await self._attach(client, session, theirs, answer)
+        await self._attach(client, session, theirs, answer, setup)
         if method == methods.SESSION_LOAD and self.quirks.has("replay_after_load"):
             await _quiet(session)
         return True
 
-    async def _attach(self, client: AgentClient, session: AgentSession, theirs: str, answer: Any) -> None:
+    async def _attach(self, client: AgentClient, session: AgentSession, theirs: str, answer: Any, setup: Json) -> None:
         if session.theirs is not None and session.theirs != theirs:
             client.routes.pop(session.theirs, None)
         session.theirs, session.generation, session.agent = theirs, self._generation, _name(client)
+        session.setup = setup
         session.controls = wire_controls.from_answer(answer, session.controls)
         if theirs not in client.routes:
             await client.route(theirs, SessionRoute(session))
@@ -216,16 +217,20 @@ class Downstream:
             return
         session.inbox = inbox
         try:
-            answered = await self._ask_prompt(session, blocks)
-        except BaseException as exc:
-            inbox.put_nowait(Answered(error=exc))
-            raise
+            try:
+                answered = await self._ask_prompt(session, blocks)
+            except BaseException as exc:
+                inbox.put_nowait(Answered(error=exc))
+                raise
+            finally:
+                if session.inbox is inbox:
+                    session.inbox = None
+            inbox.put_nowait(answered)
+            if _stop(answered) == "cancelled" and self.quirks.has("stale_end_after_cancel"):
+                await self._reopen(session)  # before the next prompt is sent
         finally:
-            if session.inbox is inbox:
-                session.inbox = None
             if waited:
                 session.prompting.release()
-        inbox.put_nowait(answered)
 
     async def _ask_prompt(self, session: AgentSession, blocks: tuple[Json, ...]) -> Answered:
         client = await self.client()
@@ -250,6 +255,43 @@ class Downstream:
                     f"The agent exited during the turn ({_exit_text(client)}); it is started again for the next prompt"
                 )
             )
+
+    async def _reopen(self, session: AgentSession) -> None:
+        """Close the session at the agent and resume it under the same id, with the mode and
+        options it had (`stale_end_after_cancel`: what a cancelled turn left behind goes with the
+        closed session). When that fails, the next turn brings the session back as after a restart."""
+        client, theirs, controls = self._client, session.theirs, session.controls
+        info = client.info if client is not None else None
+        if client is None or info is None or theirs is None or not (info.close and info.resume):
+            return
+        try:
+            await client.request(methods.SESSION_CLOSE, {"sessionId": theirs}, timeout=CONTROL_TIMEOUT)
+            answer = await client.request(
+                methods.SESSION_RESUME, {"sessionId": theirs, **session.setup}, timeout=SESSION_TIMEOUT
+            )
+            session.controls = wire_controls.from_answer(answer, controls)
+            await self._restore_controls(client, session, controls)
+        except (RpcError, PeerClosedError, RequestTimeoutError) as exc:
+            log.warning("%s: could not reopen session %s after a cancel: %s", self.command.name, theirs, exc)
+            session.generation = 0  # brought back by the next turn's open
+        else:
+            log.info("%s: reopened session %s after a cancel", self.command.name, theirs)
+
+    async def _restore_controls(self, client: AgentClient, session: AgentSession, before: SessionControls) -> None:
+        """Set the mode and option values `before` had where the agent's answer differs."""
+        theirs = session.theirs
+        if before.current_mode is not None and session.controls.current_mode != before.current_mode:
+            params = {"sessionId": theirs, "modeId": before.current_mode}
+            await client.request(methods.SESSION_SET_MODE, params, timeout=CONTROL_TIMEOUT)
+            session.controls = wire_controls.updated(
+                session.controls, {"sessionUpdate": "current_mode_update", "currentModeId": before.current_mode}
+            )
+        now = {option.id: option.default for option in session.controls.config_options}
+        for option in before.config_options:
+            if option.id in now and now[option.id] != option.default:
+                params = {"sessionId": theirs, "configId": option.id, "value": option.default}
+                answer = await client.request(methods.SESSION_SET_CONFIG_OPTION, params, timeout=CONTROL_TIMEOUT)
+                session.controls = wire_controls.from_answer(answer, session.controls)
 
     @property
     def tasks(self) -> TaskGroup:
@@ -335,6 +377,11 @@ def _exit_text(client: AgentClient) -> str:
     status = "still running" if code is None else f"exit status {code}"
     last = client.process.stderr[-1] if client.process.stderr else None
     return f"{status}: {last}" if last else status
+
+
+def _stop(answered: Answered) -> Any:
+    """The stop reason the agent answered a prompt with, if it answered one."""
+    return _object(answered.result).get("stopReason") if answered.error is None else None
 
 
 def _object(value: Any) -> Json:

@@ -47,10 +47,10 @@ def prepare(method: str, params: Json, tools: ToolCalls) -> Prepared:
     return Prepared(method, params, tools.question(cast(Json, call)))
 
 
-def answer(prepared: Prepared, sink: Sink) -> Any:
+def answer(prepared: Prepared, sink: Sink, tools: ToolCalls) -> Any:
     """The answer to send the agent, or an `RpcError` to answer with."""
     try:
-        return _answer(prepared, sink)
+        return _answer(prepared, sink, tools)
     except TurnCancelled:
         if prepared.method == methods.REQUEST_PERMISSION:
             return CANCELLED_PERMISSION
@@ -62,11 +62,14 @@ def answer(prepared: Prepared, sink: Sink) -> Any:
         raise RpcError(code, str(exc)) from None
 
 
-def _answer(prepared: Prepared, sink: Sink) -> Any:
+def _answer(prepared: Prepared, sink: Sink, tools: ToolCalls) -> Any:
     params = prepared.params
     if prepared.method == methods.REQUEST_PERMISSION:
         assert prepared.tool_call_id is not None
-        return choose(params.get("options"), sink.request_permission(prepared.tool_call_id))
+        decision = sink.request_permission(prepared.tool_call_id)
+        if decision.allowed and not decision.cancelled:
+            tools.allowed.add(prepared.tool_call_id)
+        return choose(params.get("options"), decision)
     if prepared.method == methods.FS_READ_TEXT_FILE:
         path, line, limit = params.get("path"), params.get("line"), params.get("limit")
         return {"content": sink.read_text_file(_path(path), line=_number(line), limit=_number(limit))}

@@ -100,6 +100,7 @@ class Inbox:
         self._room.set()
         self.closed = False  # the worker has gone: what arrives now is dropped
         self.cancelled = False  # the turn was cancelled (its prompt is not sent, or is withdrawn)
+        self._dozing = False  # the worker waits with a timeout: streamed text need not wake it
 
     async def put(self, item: Item) -> bool:
         """Queue `item`, waiting for room; False (dropped) once the worker has gone."""
@@ -114,7 +115,9 @@ class Inbox:
             if self.closed:
                 return False
             self._items.append(item)
-            self._ready.notify()
+            if not (self._dozing and _streamed(item)):
+                self._dozing = False
+                self._ready.notify()
         return True
 
     def cancel(self) -> None:
@@ -136,14 +139,27 @@ class Inbox:
         with contextlib.suppress(RuntimeError):  # the loop has stopped: nobody waits
             self._loop.call_soon_threadsafe(self._room.set)
 
-    def get(self) -> Item:
-        """The next item (worker side); blocks until there is one."""
+    def get(self, timeout: float | None = None) -> list[Item]:
+        """Every item queued (worker side), in order; blocks until there is one, or `timeout`
+        seconds (then none). Taking them all at once lets the worker merge a burst of streamed
+        text into one report."""
         with self._ready:
-            while not self._items:
-                self._ready.wait()
-            item = self._items.popleft()
-            full = len(self._items) >= INBOX_ITEMS - 1
+            if not self._items:
+                self._dozing = timeout is not None  # text arriving meanwhile waits for the timeout
+                self._ready.wait_for(lambda: bool(self._items) and not self._dozing, timeout)
+                self._dozing = False
+            items = list(self._items)
+            self._items.clear()
+            full = len(items) >= INBOX_ITEMS
         if full:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._room.set)
-        return item
+        return items
+
+
+def _streamed(item: Item) -> bool:
+    """A chunk of the agent's words or thoughts."""
+    return isinstance(item, Update) and item.update.get("sessionUpdate") in STREAMED
+
+
+STREAMED = frozenset({"agent_message_chunk", "agent_thought_chunk"})

@@ -14,7 +14,14 @@ from typing import Literal
 
 import anyio
 
-Quirk = Literal["lingers_after_eof", "replay_after_load", "fails_after_cancel", "acp_flag_renamed"]
+Quirk = Literal[
+    "lingers_after_eof",
+    "replay_after_load",
+    "fails_after_cancel",
+    "acp_flag_renamed",
+    "stale_end_after_cancel",
+    "leaves_calls_unfinished",
+]
 ACP_FLAG_SINCE = (0, 33, 0)  # the Gemini CLI version that named its flag --acp (--experimental-acp before)
 VERSION_TIMEOUT = 10.0  # seconds for `gemini --version` (node starts slowly on a busy machine)
 
@@ -35,6 +42,12 @@ QUIRKS: tuple[AgentQuirk, ...] = (
         why="keeps running after its stdin closes: its process group is ended at once",
     ),
     AgentQuirk(
+        quirk="stale_end_after_cancel",
+        names=frozenset({"claude-agent-acp", "@zed-industries/claude-agent-acp"}),
+        why="answers the first prompt after a cancel with end_turn at once (the end the cancelled turn left"
+        " behind) and that prompt's reply in the next turn: the session is closed and resumed after a cancel",
+    ),
+    AgentQuirk(
         quirk="replay_after_load",
         names=frozenset({"gemini", "gemini-cli"}),
         why="sends most of a session/load replay after its answer: the session waits until it is quiet",
@@ -43,6 +56,12 @@ QUIRKS: tuple[AgentQuirk, ...] = (
         quirk="acp_flag_renamed",
         names=frozenset({"gemini"}),
         why="before 0.33 takes --experimental-acp, not --acp: `gemini --version` decides which it gets",
+    ),
+    AgentQuirk(
+        quirk="leaves_calls_unfinished",
+        names=frozenset({"hermes-agent"}),
+        why="never ends a call it asked about (write_file: announced as tc-..., asked as edit-approval-N):"
+        " at a normal end of its turn, the calls the user allowed are completed, not shown failed",
     ),
     AgentQuirk(
         quirk="fails_after_cancel",

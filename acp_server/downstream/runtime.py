@@ -15,6 +15,7 @@ import logging
 import shlex
 import shutil
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
@@ -24,7 +25,7 @@ from anyio.from_thread import BlockingPortal
 
 from acp_server.downstream import asks
 from acp_server.downstream.agent import FORMAT, AgentCommand, Downstream
-from acp_server.downstream.link import Answered, Ask, Cancelled, Inbox, Update
+from acp_server.downstream.link import Answered, Ask, Cancelled, Inbox, Item, Update
 from acp_server.downstream.sessions import AgentSession
 from acp_server.downstream.updates import ToolCalls, apply
 from acp_server.rpc.errors import RpcError
@@ -43,6 +44,8 @@ from adapters.events import STOP_REASONS, StopReason
 log = logging.getLogger(__name__)
 
 CANCEL_LATENCY = 1.0
+COALESCE = 0.005  # seconds: streamed text is reported at most this often (see `_serve`)
+TEXT_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 FORGOT_NOTICE = "The agent had lost its memory of this session's earlier turns: it starts afresh from here."
 
 T = TypeVar("T")
@@ -149,15 +152,15 @@ class AcpRuntime:
     def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
         _, downstream = self._agent()
         session = self._session(turn)
-        inbox = self._call(self._begin, downstream, session, turn)
-        session.turn = inbox
+        inbox, sent = self._call(self._begin, downstream, session, turn)
         try:
-            self._remember(session, sink)
-            if session.forgot:
-                session.forgot = False
-                _say(sink, turn, FORGOT_NOTICE)
-            self._call(self._start_prompt, downstream, session, inbox, turn.prompt)
-            return _serve(inbox, sink)
+            if not sent:  # the journal and the editor are told first
+                self._remember(session, sink)
+                if session.forgot:
+                    session.forgot = False
+                    _say(sink, turn, FORGOT_NOTICE)
+                self._call(self._start_prompt, downstream, session, inbox, turn.prompt)
+            return _serve(inbox, sink, finish_allowed=downstream.quirks.has("leaves_calls_unfinished"))
         finally:
             session.turn = None
             inbox.close()
@@ -213,9 +216,16 @@ class AcpRuntime:
         return session
 
     @staticmethod
-    async def _begin(downstream: Downstream, session: AgentSession, turn: TurnInput) -> Inbox:
+    async def _begin(downstream: Downstream, session: AgentSession, turn: TurnInput) -> tuple[Inbox, bool]:
+        """The turn's link, the session open at the agent; the prompt is sent at once (True)
+        unless the journal or the editor must be told something first."""
         await downstream.open(session, turn)
-        return Inbox()
+        inbox = Inbox()
+        session.turn = inbox
+        if session.saved != session.theirs or session.forgot:
+            return inbox, False
+        await AcpRuntime._start_prompt(downstream, session, inbox, turn.prompt)
+        return inbox, True
 
     @staticmethod
     async def _start_prompt(
@@ -237,19 +247,75 @@ class AcpRuntime:
             session.saved = session.theirs
 
 
-def _serve(inbox: Inbox, sink: Sink) -> StopReason:
-    """The turn in its worker thread: the link's items, in order, until the agent answers."""
+def _serve(inbox: Inbox, sink: Sink, *, finish_allowed: bool = False) -> StopReason:
+    """The turn in its worker thread: the link's items, in order, until the agent answers
+    (calls it allowed and left open are completed then, when `finish_allowed`).
+
+    Streamed text is reported at most every COALESCE seconds: a chunk that comes sooner after
+    the last one reported waits (merged with the chunks after it) until that time has passed or
+    something else comes. Each report costs the server a journal commit and a frame, whatever
+    its size, and an agent that sends its deltas one by one (Hermes) would otherwise cost that
+    for every few characters; the first chunk of a turn, and any after a pause, go at once."""
     tools = ToolCalls(sink)
+    held: Update | None = None  # text waiting for its time
+    reported = -COALESCE  # when text was last reported (time.monotonic)
     while True:
-        item = inbox.get()
-        if isinstance(item, Update):
-            apply(item.update, sink, tools)
-        elif isinstance(item, Ask):
-            _answer(item, sink, tools)
-        elif isinstance(item, Cancelled):
-            raise TurnCancelled("the turn was cancelled")
-        else:
-            return _stop_reason(item, sink)
+        wait = None if held is None else max(0.0, reported + COALESCE - time.monotonic())
+        items = inbox.get(wait)
+        batch = merged([held, *items] if held is not None else items)
+        held = None
+        for index, item in enumerate(batch):
+            if isinstance(item, Update):
+                kind, text = _chunk_text(item)
+                if kind is not None and index == len(batch) - 1 and items and time.monotonic() - reported < COALESCE:
+                    held = item
+                    continue
+                apply(item.update, sink, tools)
+                if text:  # an empty chunk (Claude starts with one) shows nothing: the next goes at once
+                    reported = time.monotonic()
+            elif isinstance(item, Ask):
+                _answer(item, sink, tools)
+            elif isinstance(item, Cancelled):
+                raise TurnCancelled("the turn was cancelled")
+            else:
+                reason = _stop_reason(item, sink)
+                if finish_allowed:
+                    tools.finish_allowed()
+                return reason
+
+
+def merged(items: list[Item]) -> list[Item]:
+    """`items` with each run of consecutive text chunks of one kind (the agent's words, or its
+    thoughts) joined into one chunk: one report instead of one per streamed delta."""
+    out: list[Item] = []
+    run: tuple[str, list[str]] | None = None
+    for item in items:
+        kind, text = _chunk_text(item)
+        if kind is not None and run is not None and run[0] == kind:
+            run[1].append(text)
+            continue
+        if run is not None and len(run[1]) > 1:
+            out[-1] = Update({"sessionUpdate": run[0], "content": {"type": "text", "text": "".join(run[1])}})
+        run = (kind, [text]) if kind is not None else None
+        out.append(item)
+    if run is not None and len(run[1]) > 1:
+        out[-1] = Update({"sessionUpdate": run[0], "content": {"type": "text", "text": "".join(run[1])}})
+    return out
+
+
+def _chunk_text(item: Item) -> tuple[str | None, str]:
+    """The kind and text of a plain text chunk of words or thoughts; (None, "") for anything else."""
+    if not isinstance(item, Update):
+        return None, ""
+    kind = item.update.get("sessionUpdate")
+    content: Any = item.update.get("content")
+    if kind not in TEXT_CHUNKS or not isinstance(content, dict):
+        return None, ""
+    block = cast(dict[str, Any], content)
+    text = block.get("text")
+    if block.get("type") != "text" or not isinstance(text, str):
+        return None, ""
+    return cast(str, kind), text
 
 
 def _answer(item: Ask, sink: Sink, tools: ToolCalls) -> None:
@@ -261,7 +327,7 @@ def _answer(item: Ask, sink: Sink, tools: ToolCalls) -> None:
 
     def work() -> None:
         try:
-            item.reply.result(asks.answer(prepared, sink))
+            item.reply.result(asks.answer(prepared, sink, tools))
         except RpcError as exc:
             item.reply.error(exc)
         except Exception as exc:

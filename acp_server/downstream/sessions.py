@@ -34,6 +34,7 @@ class AgentSession:
     theirs: str | None = None
     agent: str = ""  # the agent's own name (initialize), which our journal keeps with the id
     generation: int = 0
+    setup: Json = field(default_factory=dict[str, Any])  # the cwd, MCP servers, ... it was opened with
     controls: SessionControls = field(default_factory=SessionControls)
     notes: SessionNotes = NO_NOTES
     saved: str | None = None  # the agent session id last kept in our journal

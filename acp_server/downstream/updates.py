@@ -43,6 +43,8 @@ class ToolCalls:
         self._sink = sink
         self._ids: dict[str, str] = {}
         self._open: dict[str, ToolKind] = {}  # our id -> its kind, in the order started
+        self._unended: dict[str, None] = {}  # our ids of calls not completed or failed yet
+        self.allowed: set[str] = set()  # our ids of calls a permission question allowed
 
     def ours(self, theirs: str) -> str | None:
         return self._ids.get(theirs)
@@ -75,6 +77,7 @@ class ToolCalls:
         if theirs:
             self._ids[theirs] = ours
         self._open[ours] = _kind(call.get("kind")) or "other"
+        self._unended[ours] = None
         if call.get("status") != "pending":  # a start is pending already
             self.change(ours, call, started=True)
         return ours
@@ -102,8 +105,17 @@ class ToolCalls:
             }
         if fields["status"] not in (None, "pending"):
             self._open.pop(ours, None)
+        if fields["status"] in ("completed", "failed"):
+            self._unended.pop(ours, None)
         if any(value is not None for value in fields.values()):
             self._sink.tool_update(ours, **fields)
+
+    def finish_allowed(self) -> None:
+        """Complete the calls a question allowed that the agent never ended (`leaves_calls_unfinished`:
+        the agent ended its turn normally, so the call ran; left open, it would be shown failed)."""
+        for ours in [ours for ours in self._unended if ours in self.allowed]:
+            self._unended.pop(ours)
+            self._sink.tool_update(ours, status="completed")
 
 
 def apply(update: Json, sink: Sink, tools: ToolCalls) -> None:
