@@ -10,7 +10,9 @@ backticks, redirections other than `N>&M` and to `/dev/null`, subshells and `{ }
 here-documents, process substitution, comments, reserved words (`if`, `for`, `!`, ...), an
 unclosed quote. The grammar is POSIX sh's, which bash and dash share.
 
-`command_of` is the command line a tool call's input names, as agents both show and run it.
+`command_of` is the command line a tool call's input names, as agents both show and run it: a
+string, or an argument list (Codex's `["/bin/bash", "-lc", LINE]` is LINE; any other list is its
+words quoted for the shell).
 """
 
 from __future__ import annotations
@@ -88,9 +90,27 @@ def command_of(raw_input: Any) -> str | None:
     its `command`, run in its `workdir` (`cd DIR && command`) when it names one; None for none."""
     fields = cast(dict[str, Any], raw_input) if isinstance(raw_input, dict) else {"command": raw_input}
     command, workdir = fields.get("command"), fields.get("workdir")
+    if isinstance(command, list):
+        command = _line_of(cast(list[Any], command))
     if not isinstance(command, str) or not command.strip():
         return None
     return f"cd {shlex.quote(workdir)} && {command}" if isinstance(workdir, str) and workdir else command
+
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh"})
+_SCRIPT_FLAGS = frozenset({"-c", "-lc", "-cl"})
+
+
+def _line_of(argv: list[Any]) -> str | None:
+    """The line an argument list runs: a shell's `-c` script as it is, else the words quoted."""
+    if not argv or not all(isinstance(word, str) for word in argv):
+        return None
+    words = cast(list[str], argv)
+    if not words[0].strip():
+        return None
+    if len(words) == 3 and words[0].rsplit("/", 1)[-1] in _SHELLS and words[1] in _SCRIPT_FLAGS:
+        return words[2]
+    return shlex.join(words)
 
 
 class _Lexer:

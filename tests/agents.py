@@ -190,7 +190,9 @@ def _claude_sees_result(body: Any) -> bool:
 
 
 def _codex_writes(work: Path) -> Stream:
-    return fake_responses.reply(tools=[("exec_command", {"cmd": "printf 'hello\\n' > hello.txt"})])
+    # A pipe, not a redirection: acp-server offers "always allow" only for lines it can read
+    # whole (codex's command reaches it as ["/bin/bash", "-lc", LINE]).
+    return fake_responses.reply(tools=[("exec_command", {"cmd": "printf 'hello\\n' | tee hello.txt"})])
 
 
 def _gemini_writes(work: Path) -> Stream:

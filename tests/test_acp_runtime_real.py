@@ -214,8 +214,9 @@ def test_a_real_agent_through_acp_server_streams_asks_remembers_cancels_and_come
             server.initialize()
             sid = server.call("session/new", {"cwd": str(work), "mcpServers": []})["sessionId"]
 
-            # A prompt streams.
-            fake.script(real.say("Hello from the model below."))
+            # A prompt streams (with gaps between the model's chunks: text that comes within a few
+            # milliseconds of the last is merged, so a model that streams at once may show as one).
+            fake.script(replace(real.say("Hello from the model below."), gap=0.03))
             assert server.prompt(sid, FIRST_WORDS)["stopReason"] == "end_turn"
             assert text(server.frames) == "Hello from the model below."
             assert len(chunks(server.frames)) > 1, "the text came in pieces, as the model streamed it"

@@ -86,10 +86,22 @@ def test_a_line_that_could_do_more_than_its_words_say_is_opaque(line):
     assert simple_commands(line) is None
 
 
+def test_an_argument_list_is_the_line_it_runs():
+    assert command_of({"command": ["/bin/bash", "-lc", "git status && rm -rf x"]}) == "git status && rm -rf x"
+    assert simple_commands(command_of({"command": ["bash", "-c", "git status; touch x"]}) or "") == (
+        "git status",
+        "touch x",
+    )
+    assert command_of({"command": ["git", "commit", "-m", "a b"]}) == "git commit -m 'a b'"
+    assert command_of({"command": ["/bin/bash", "-lc", "ls", "extra"]}) == "/bin/bash -lc ls extra"
+    assert command_of({"command": ["git", 1]}) is None
+    assert command_of({"command": []}) is None
+
+
 def test_the_command_of_a_call_is_its_command_run_in_its_workdir():
     assert command_of({"command": "git status"}) == "git status"
     assert command_of("ls -l") == "ls -l"
     assert command_of({"command": "make", "workdir": "/a b"}) == "cd '/a b' && make"
     assert simple_commands(command_of({"command": "make", "workdir": "/a b"}) or "") == ("cd '/a b'", "make")
-    for nothing in ({"command": "  "}, {"command": ["ls"]}, {"path": "x"}, None, 3):
+    for nothing in ({"command": "  "}, {"command": [""]}, {"path": "x"}, None, 3):
         assert command_of(nothing) is None
