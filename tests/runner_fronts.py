@@ -3,6 +3,9 @@ them), with the runtime and data directories of one test; and ways to find their
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
 import os
 import queue
@@ -61,6 +64,21 @@ def runners() -> list[dict[str, Any]]:
     done = cli("runner", "status", "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def stop_runners() -> None:
+    """End the runners a test started: what `runner stop` does, run in this process (a subprocess
+    for it and one for `runner status` cost two server start-ups per test), then SIGKILL for any
+    runner still there."""
+    from acp_server.cli.runner import run_runner_command, running
+
+    started = [status["pid"] for status in running()]
+    if started:
+        with contextlib.redirect_stdout(io.StringIO()):
+            run_runner_command(argparse.Namespace(runner_command="stop"), argparse.ArgumentParser(), build=None)  # type: ignore[arg-type]
+    for pid in started:
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def short_runtime_dir() -> str:

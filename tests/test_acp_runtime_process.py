@@ -19,7 +19,7 @@ import anyio
 import pytest
 from acp_child import Runtimes, child_argv, descendants
 from harness import running
-from runner_fronts import Front, cli, gone, runners, short_runtime_dir
+from runner_fronts import Front, short_runtime_dir, stop_runners
 from stdio_server import StdioServer
 
 from acp_server.acp.handlers import AcpAgent
@@ -171,11 +171,7 @@ def runner_env(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", run_dir)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     yield ("--db", str(tmp_path / "journal.db"), "--agent", "acp", "--", *fake_agent(tmp_path))
-    started = [r["pid"] for r in runners()]
-    cli("runner", "stop")
-    for pid in started:
-        if not gone(pid):
-            os.kill(pid, signal.SIGKILL)
+    stop_runners()
     shutil.rmtree(run_dir, ignore_errors=True)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,16 +28,27 @@ def acp(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.fixture(scope="module")
+def made_journals(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """Made once (four commands): a journal holding one echo session, an empty one, and the ids
+    of that session's run."""
+    here = tmp_path_factory.mktemp("journals")
+    full, empty = str(here / "full.db"), str(here / "empty.db")
+    made = acp("--db", full, "prompt", "--agent", "echo", "remember me", cwd=here)
+    assert made.returncode == 0, made.stderr
+    made = acp("--db", empty, "sessions", cwd=here)  # creates the empty journal file
+    assert made.returncode == 0, made.stderr
+    document = json.loads(acp("export", exported_session(full, here), "--db", full, cwd=here).stdout)
+    return here, {"session": document["session"]["id"], "run": document["runs"][0]["id"]}
+
+
 @pytest.fixture
-def journals(tmp_path: Path) -> tuple[str, str, dict[str, str]]:
-    """A journal holding one echo session, an empty one, and the ids of that session's run."""
-    full, empty = str(tmp_path / "full.db"), str(tmp_path / "empty.db")
-    made = acp("--db", full, "prompt", "--agent", "echo", "remember me", cwd=tmp_path)
-    assert made.returncode == 0, made.stderr
-    made = acp("--db", empty, "sessions", cwd=tmp_path)  # creates the empty journal file
-    assert made.returncode == 0, made.stderr
-    document = json.loads(acp("export", exported_session(full, tmp_path), "--db", full, cwd=tmp_path).stdout)
-    return full, empty, {"session": document["session"]["id"], "run": document["runs"][0]["id"]}
+def journals(made_journals: tuple[Path, dict[str, str]], tmp_path: Path) -> tuple[str, str, dict[str, str]]:
+    """The made journals, copied into the test's own directory."""
+    here, ids = made_journals
+    for made in here.glob("*.db*"):
+        shutil.copy2(made, tmp_path / made.name)
+    return str(tmp_path / "full.db"), str(tmp_path / "empty.db"), ids
 
 
 def exported_session(db: str, cwd: Path) -> str:
