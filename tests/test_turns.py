@@ -49,6 +49,17 @@ async def test_cancel_during_a_sleep_ends_the_turn_cancelled_and_the_session_kee
         assert editor.text(sid).endswith("hello")
 
 
+async def test_a_cancel_sent_as_a_request_still_cancels_and_is_answered_with_an_empty_result(tmp_path):
+    async with running(scripted(SLOW)) as editor:
+        await editor.initialize()
+        sid = await editor.new_session(tmp_path)
+        task = await editor.start_prompt(sid, "slow")
+        await editor.wait_for(lambda: editor.text(sid) == "working")
+        assert await editor.request("session/cancel", {"sessionId": sid}) == {}
+        assert (await task)["result"] == {"stopReason": "cancelled"}
+        assert await editor.request("session/cancel", {"sessionId": "sess_unknown"}) == {}
+
+
 async def test_a_prompt_sent_during_a_turn_waits_for_it_and_then_runs(tmp_path):
     # The first turn holds on a permission question until the test has seen the second prompt
     # wait, so the test fails if the second prompt ever runs beside the first.

@@ -465,13 +465,16 @@ class AcpAgent:
                     message=f"MCP transport {server.type} is not supported",
                 )
 
-    async def handle_session_cancel(self, params: dict[str, Any]) -> None:
+    async def handle_session_cancel(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A notification. A client that sends it as a request (with an id) still gets the
+        cancel, and `{}` as its answer: a result every JSON-RPC response of ACP allows."""
         request = parse(SessionParams, params)
         session = self.sessions.live(request.session_id)
         if session is None:
             log.info("session/cancel for unknown session ignored")
-            return
-        session.queue.cancel_all()
+        else:
+            session.queue.cancel_all()
+        return {}
 
     async def handle_session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         request = parse(PromptParams, params)
