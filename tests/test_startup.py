@@ -53,6 +53,15 @@ def test_the_default_openai_agent_starts_without_importing_httpx_or_mcp(tmp_path
     assert top_level(modules).isdisjoint({"httpx", "httpcore", "mcp", "mcp_types", "pathspec"})
 
 
+def test_answering_initialize_and_session_new_loads_no_pydantic(tmp_path):
+    mcp_server = {"name": "files", "command": sys.executable, "args": ["-c", "pass"], "env": []}
+    for agent in ("openai", "echo"):
+        modules = imported_until_session_new(tmp_path, "--agent", agent, mcp_servers=[mcp_server])
+        assert "acp_server.acp.handlers" in modules
+        assert top_level(modules).isdisjoint({"pydantic", "pydantic_core"}), agent
+        assert "acp_server.protocol.models" not in modules
+
+
 def test_serving_imports_no_json_rpc_library_and_no_validator(tmp_path):
     modules = top_level(imported_until_session_new(tmp_path, "--agent", "echo", mcp_servers=[]))
     assert "acp_server" in modules

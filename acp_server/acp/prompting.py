@@ -6,10 +6,10 @@ through `publish`, the one place that redacts it, journals it and maps it to a `
 from __future__ import annotations
 
 import logging
-import uuid
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
@@ -19,21 +19,24 @@ from acp_server.acp.commands import CommandContext, builtin_invocation, run_buil
 from acp_server.acp.options import effective_config
 from acp_server.acp.sessions import Session, SessionStore
 from acp_server.protocol import methods
-from acp_server.protocol.models import AvailableCommand, PromptResult, Usage
+from acp_server.protocol.results import AvailableCommand, PromptResult, Usage
 from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
+from acp_server.turns.client import ClientCapabilities
 from acp_server.turns.mapping import to_update
+from acp_server.turns.placement import TerminalChoice
 from acp_server.turns.policy import DEFAULT_MODE
 from acp_server.turns.rich import RichReply, haui_on
-from acp_server.turns.services import ClientCapabilities, ClientTools
 from acp_server.turns.supervisor import Publish, RunNumbering, Ticket, TurnOutcome, TurnTally, run_turn
-from acp_server.turns.terminal import TerminalChoice
 from acp_server.turns.workers import Workers
 from adapters.base import AdapterCapabilities, EditorFeatures, RuntimeAdapter, SessionNotes, TurnInput
 from adapters.events import Envelope, PromptReceived, RuntimeEvent, TextDelta, TitleChanged, TurnFinished
 from journal.redact import RunRedactor
 from journal.states import RESPONSE_KINDS, RunState, final_state
 from journal.store import Journal
+
+if TYPE_CHECKING:
+    from acp_server.turns.services import ClientTools
 
 log = logging.getLogger(__name__)
 Blocks = tuple[dict[str, Any], ...]
@@ -105,11 +108,11 @@ class Prompts:
             session.queue.leave(ticket)
         if outcome.stop_reason == "error":
             raise RpcError(INTERNAL_ERROR, outcome.error or "The agent failed")
-        usage = Usage.model_validate(outcome.usage) if outcome.usage is not None else None
+        usage = _usage(outcome.usage) if outcome.usage is not None else None
         return PromptResult(stop_reason=outcome.stop_reason, usage=usage)
 
     async def _run(self, session: Session, blocks: tuple[dict[str, Any], ...], ticket: Ticket) -> TurnOutcome:
-        numbering = RunNumbering(f"run_{uuid.uuid4().hex}", session.id)
+        numbering = RunNumbering(f"run_{os.urandom(16).hex()}", session.id)
         if self.journal is not None:
             await self.journal.start_run(run_id=numbering.run_id, session_id=session.id)
         tally = TurnTally()
@@ -169,6 +172,8 @@ class Prompts:
         await self.journal.finish_run(run_id, state, stop_reason=event.reason, error=error)
 
     def _services(self, session: Session, numbering: RunNumbering, publish: Publish) -> ClientTools:
+        from acp_server.turns.services import ClientTools  # the editor-side services: loaded by the first turn
+
         async def emit(event: RuntimeEvent) -> None:
             await publish(numbering.envelope(event))
 
@@ -251,3 +256,8 @@ class Prompts:
             update = to_update(shown)
             if update is not None:
                 await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})
+
+
+def _usage(tokens: dict[str, int]) -> Usage:
+    """The prompt response's `usage` from a turn's tally (`TurnTally.usage`)."""
+    return Usage(tokens["inputTokens"], tokens["outputTokens"], tokens["totalTokens"], tokens.get("cachedReadTokens"))

@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import threading
-import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -197,7 +197,7 @@ class ThreadSink:
         tool_call_id: str | None = None,
     ) -> str:
         if not tool_call_id or tool_call_id in self._tools:
-            tool_call_id = f"call_{uuid.uuid4().hex[:16]}"
+            tool_call_id = f"call_{os.urandom(8).hex()}"
         event = ToolCallStarted(tool_call_id, title, kind, name, raw_input, tuple(locations))
         self._push(event)
         self._tools[tool_call_id] = event
