@@ -3,7 +3,10 @@
 Reports (text, thoughts, tool calls, ...) go into a bounded buffer without a round trip: the
 worker only wakes the loop when the buffer was empty, and while the loop lags behind,
 consecutive text deltas merge in the buffer instead of piling up. Only the first delta of a run
-waits until it is published, so the first words reach the editor at once. Asks (permission, files,
+waits until it is published, so the first words reach the editor at once. Once the loop finds a
+stream faster than it publishes (many deltas waiting), the next deltas wait for the next frame
+(FRAME), so that a fast agent's stream costs a journal commit and a frame per frame, not per
+few deltas; anything but a delta is taken at once. Asks (permission, files,
 commands) travel through the same buffer, so they reach the editor after every report made
 before them, and the worker blocks on a future until the loop answers; once a permission
 question named a tool call, later title changes of that call are dropped. After `cancel`, every
@@ -54,6 +57,8 @@ from adapters.events import (
 log = logging.getLogger(__name__)
 
 MERGE_LIMIT = 16 * 1024
+FRAME = 1 / 60  # seconds: a fast stream's deltas reach the editor at most this often (its frame rate)
+DENSE = 8  # deltas waiting at one take: the agent streams faster than the loop publishes
 
 T = TypeVar("T")
 
@@ -103,10 +108,12 @@ class _Deltas:
 class ThreadSink:
     """The `Sink` a worker thread holds; also the loop's end of the buffer."""
 
-    def __init__(self, services: TurnServices, *, capacity: int = 256) -> None:
+    def __init__(self, services: TurnServices, *, capacity: int = 256, frame: float = FRAME) -> None:
         self._loop = asyncio.get_running_loop()
         self._services = services
         self._capacity = capacity
+        self._frame = frame
+        self._paced_until = 0.0  # loop time until which a run of deltas waits for more (a fast stream)
         self._buffer: deque[Item | _Deltas] = deque()
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)
@@ -311,17 +318,41 @@ class ThreadSink:
             return len(self._buffer)
 
     async def take(self) -> list[Item]:
-        """Everything the worker has queued, in order; waits while there is nothing."""
+        """Everything the worker has queued, in order; waits while there is nothing, and while
+        only deltas of a fast stream wait within a frame of the last take (more merge meanwhile)."""
         while True:
             with self._lock:
-                if self._buffer:
-                    items = [item.event() if isinstance(item, _Deltas) else item for item in self._buffer]
-                    self._buffer.clear()
-                    self._not_full.notify_all()
-                    return items
+                pause = self._pause()
+                if self._buffer and pause <= 0:
+                    return self._take_all()
                 self._wake.clear()
-                self._parked = True
-            await self._wake.wait()
+                self._parked = True  # a report other than a merged delta wakes the loop
+            if pause <= 0:
+                await self._wake.wait()
+                continue
+            timer = self._loop.call_later(pause, self._wake.set)
+            try:
+                await self._wake.wait()
+            finally:
+                timer.cancel()
+
+    def _pause(self) -> float:
+        """How long the buffer may wait: only one run of deltas, of a stream found fast, not full."""
+        if len(self._buffer) != 1:
+            return 0.0
+        waiting = self._buffer[0]
+        if not isinstance(waiting, _Deltas) or waiting.size >= MERGE_LIMIT:
+            return 0.0
+        return self._paced_until - self._loop.time()
+
+    def _take_all(self) -> list[Item]:
+        last = self._buffer[-1]
+        dense = isinstance(last, _Deltas) and len(last.parts) >= DENSE
+        self._paced_until = self._loop.time() + self._frame if dense else 0.0
+        items = [item.event() if isinstance(item, _Deltas) else item for item in self._buffer]
+        self._buffer.clear()
+        self._not_full.notify_all()
+        return items
 
     def cancel(self) -> None:
         """From the loop: every later sink call raises, and every pending ask is abandoned."""
