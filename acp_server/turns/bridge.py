@@ -3,14 +3,15 @@
 Reports (text, thoughts, tool calls, ...) go into a bounded buffer without a round trip: the
 worker only wakes the loop when the buffer was empty, and while the loop lags behind,
 consecutive text deltas merge in the buffer instead of piling up. Only the first delta of a run
-waits until it is published, so the first words reach the editor at once. Once the loop finds a
-stream faster than it publishes (many deltas waiting), the next deltas wait for the next frame
-(FRAME), so that a fast agent's stream costs a journal commit and a frame per frame, not per
-few deltas; anything but a delta is taken at once. Asks (permission, files,
-commands) travel through the same buffer, so they reach the editor after every report made
-before them, and the worker blocks on a future until the loop answers; once a permission
-question named a tool call, later title changes of that call are dropped. After `cancel`, every
-sink call raises `TurnCancelled` and nothing the worker reports reaches the editor.
+waits until it is published, so the first words reach the editor at once. A stream faster than
+an editor draws (DENSE deltas or more within a frame) is published once a frame: its next deltas
+wait for the next frame (FRAME) and merge meanwhile, so that a fast agent's stream costs a
+journal commit and a frame per frame, not per few deltas; anything but a delta is taken at once.
+Asks (permission, files, commands) travel through the same buffer, so they reach the editor
+after every report made before them, and the worker blocks on a future until the loop answers;
+once a permission question named a tool call, later title changes of that call are dropped.
+After `cancel`, every sink call raises `TurnCancelled` and nothing the worker reports reaches
+the editor.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ log = logging.getLogger(__name__)
 
 MERGE_LIMIT = 16 * 1024
 FRAME = 1 / 60  # seconds: a fast stream's deltas reach the editor at most this often (its frame rate)
-DENSE = 8  # deltas waiting at one take: the agent streams faster than the loop publishes
+DENSE = 16  # deltas taken within one frame: a stream faster than an editor draws (about 1,000/s)
 
 T = TypeVar("T")
 
@@ -114,6 +115,8 @@ class ThreadSink:
         self._capacity = capacity
         self._frame = frame
         self._paced_until = 0.0  # loop time until which a run of deltas waits for more (a fast stream)
+        self._frame_start = 0.0  # loop time of the first take in the current frame ...
+        self._frame_deltas = 0  # ... and the deltas taken since
         self._buffer: deque[Item | _Deltas] = deque()
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)
@@ -346,9 +349,12 @@ class ThreadSink:
         return self._paced_until - self._loop.time()
 
     def _take_all(self) -> list[Item]:
-        last = self._buffer[-1]
-        dense = isinstance(last, _Deltas) and len(last.parts) >= DENSE
-        self._paced_until = self._loop.time() + self._frame if dense else 0.0
+        now = self._loop.time()
+        if now - self._frame_start >= self._frame:
+            self._frame_start, self._frame_deltas = now, 0
+        self._frame_deltas += sum(len(item.parts) for item in self._buffer if isinstance(item, _Deltas))
+        dense = isinstance(self._buffer[-1], _Deltas) and self._frame_deltas >= DENSE
+        self._paced_until = now + self._frame if dense else 0.0
         items = [item.event() if isinstance(item, _Deltas) else item for item in self._buffer]
         self._buffer.clear()
         self._not_full.notify_all()
