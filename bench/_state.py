@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from _common import (
     memory_kib,
     now,
     progress,
+    run_seconds,
     spawn,
     stop,
 )
@@ -49,9 +51,10 @@ def new_session_line(cwd: Path) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": params}).encode() + b"\n"
 
 
-def cold_once(subject: str, tmp: Path) -> float:
+def cold_once(subject: str, tmp: Path) -> tuple[float, float | None]:
     """Seconds from fork+exec to the initialize response (`ours_new`: to the session/new response
-    sent right behind it, as editors do; `python -c pass`: to exit)."""
+    sent right behind it, as editors do; `python -c pass`: to exit), and the CPU seconds the
+    process had spent by then (all threads; a busy machine stretches the first, less so this)."""
     command = cold_command(subject, tmp)
     started = now()
     proc = spawn(command)
@@ -59,31 +62,40 @@ def cold_once(subject: str, tmp: Path) -> float:
     try:
         with deadline(proc, TIMEOUT, f"cold start of {COLD_LABELS[subject]}"):
             if subject == "python":
-                proc.wait()
-                return now() - started
+                _, status, usage = os.wait4(proc.pid, 0)
+                elapsed = now() - started
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                return elapsed, usage.ru_utime + usage.ru_stime
             proc.stdin.write(INIT_LINE + (new_session_line(tmp) if subject == "ours_new" else b""))
             proc.stdin.flush()
             line = proc.stdout.readline()
             while subject == "ours_new" and line and not line.startswith(b'{"jsonrpc":"2.0","id":1,'):
                 line = proc.stdout.readline()  # initialize's response comes first
-            elapsed = now() - started
+            elapsed, cpu = now() - started, run_seconds(proc.pid)
             if b'"result"' not in line:
                 raise BenchError(f"cold start of {COLD_LABELS[subject]}: no result: {line[:200]!r}")
-            return elapsed
+            return elapsed, cpu
     finally:
         stop(proc)
 
 
-def cold_start(tmp: Path, runs: int, *, with_sdk: bool = True) -> dict[str, float]:
+def cold_start(tmp: Path, runs: int, *, with_sdk: bool = True) -> dict[str, tuple[float, float | None]]:
+    """Per subject: the median seconds to its answer, and the median CPU seconds by then."""
     subjects = COLD_SUBJECTS if with_sdk else tuple(s for s in COLD_SUBJECTS if s != "sdk")
     for subject in subjects:  # warm-up: page cache, .pyc files, the journal file created
         cold_once(subject, tmp)
-    times: dict[str, list[float]] = {s: [] for s in subjects}
+    times: dict[str, list[tuple[float, float | None]]] = {s: [] for s in subjects}
     for _, subject in alternate(subjects, runs):
         times[subject].append(cold_once(subject, tmp))
     for subject, values in times.items():
-        progress(f"  cold start {COLD_LABELS[subject]:<15} runs (ms): " + " ".join(f"{v * 1000:.0f}" for v in values))
-    return {subject: statistics.median(values) for subject, values in times.items()}
+        shown = " ".join(f"{wall * 1000:.0f}" for wall, _ in values)
+        progress(f"  cold start {COLD_LABELS[subject]:<15} runs (ms): {shown}")
+    return {subject: (statistics.median(w for w, _ in v), _median_cpu(v)) for subject, v in times.items()}
+
+
+def _median_cpu(values: list[tuple[float, float | None]]) -> float | None:
+    cpu = [c for _, c in values if c is not None]
+    return statistics.median(cpu) if cpu else None
 
 
 # --- session/load of a long session -----------------------------------------------------------

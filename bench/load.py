@@ -10,9 +10,11 @@ from Linux /proc). A benchmark, not a test: nothing about speed is asserted.
 
 The first load of a session fills its replay cache, so run 1 is the cold load and later runs
 the warm one. `--db PATH` keeps the journal (built there unless it exists, then reused as it
-is, cache included); copy a fresh one to time a cold load again.
+is, cache included); copy a fresh one to time a cold load again. The client parses every frame
+as an editor would, which on a long session costs it more than the server spends; `--raw` reads
+the frames as bytes and only finds the response, so the time is the server's to its last frame.
 
-    .venv/bin/python bench/load.py [--turns 200] [--chunks 50] [--runs 3] [--db PATH]
+    .venv/bin/python bench/load.py [--turns 200] [--chunks 50] [--runs 3] [--db PATH] [--raw]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -90,7 +93,10 @@ class Load:
     peak_kib: int
 
 
-def measure(db: Path, session_id: str) -> Load:
+RESPONSE = b'{"jsonrpc":"2.0","id":2,'  # the load's answer, as the server writes it
+
+
+def measure(db: Path, session_id: str, *, raw: bool = False) -> Load:
     command = [sys.executable, "-m", "acp_server", "--agent", "echo", "--db", str(db)]
     server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert server.stdin and server.stdout
@@ -113,12 +119,7 @@ def measure(db: Path, session_id: str) -> Load:
                 "params": {"sessionId": session_id, "cwd": str(REPO), "mcpServers": []},
             }
         )
-        notifications = 0
-        while True:
-            frame = json.loads(server.stdout.readline())
-            if frame.get("id") == 2:
-                break
-            notifications += 1
+        notifications, frame = read_raw(server.stdout.fileno()) if raw else read_parsed(server.stdout)
         elapsed = time.perf_counter() - started
         cpu = cpu_seconds(server.pid) - cpu
         after = memory_kib(server.pid)
@@ -129,12 +130,37 @@ def measure(db: Path, session_id: str) -> Load:
         server.wait(10)
 
 
+def read_parsed(stdout: Any) -> tuple[int, dict[str, Any]]:
+    notifications = 0
+    while True:
+        frame = json.loads(stdout.readline())
+        if frame.get("id") == 2:
+            return notifications, frame
+        notifications += 1
+
+
+def read_raw(fd: int) -> tuple[int, dict[str, Any]]:
+    """The frames as bytes in large reads: lines counted, only the answer parsed."""
+    pending, lines = b"", 0
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            raise EOFError("the server exited before answering")
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            if line.startswith(RESPONSE):
+                return lines, json.loads(line)
+            lines += 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--chunks", type=int, default=50)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--db", type=Path, help="keep the journal here (reused if it exists)")
+    parser.add_argument("--raw", action="store_true", help="do not parse the frames (the server's time alone)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db: Path = args.db or Path(tmp) / "journal.db"
@@ -147,7 +173,7 @@ def main() -> None:
                 f"built {args.turns} turns x {args.chunks} chunks + a tool call each "
                 f"in {time.perf_counter() - started:.2f} s ({db.stat().st_size / 1e6:.1f} MB)"
             )
-        results = [measure(db, SESSION_ID) for _ in range(args.runs)]
+        results = [measure(db, SESSION_ID, raw=args.raw) for _ in range(args.runs)]
     for n, load in enumerate(results, 1):
         print(
             f"run {n}: load {load.seconds * 1000:.1f} ms (server CPU {load.cpu * 1000:.0f} ms), "

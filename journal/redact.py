@@ -49,39 +49,44 @@ _BARE = (
     r"[^\s\"'`(){}\[\]<>|,;=#][^\s(){}\[\],;]*"
 )
 
-# One alternation, so a string is scanned once; `*_head` groups are kept, `*_val` quotes too.
-_PATTERN = re.compile(
-    "|".join(
-        [
-            # A private key runs to its END line, or to the end of the text when that never came.
-            rf"(?P<pem>{_PEM_HEADER}(?s:.*?)(?:{_PEM_FOOTER}|\Z))",
-            r"(?P<header_head>(?i:\b(?:proxy-)?authorization)[\"']?\s*[:=]\s*[\"']?)"
-            r"(?:(?i:basic|bearer|token|digest|negotiate)\s+(?!\[REDACTED\])[^\s\"']+"
-            r"|(?=[^\s\"']*\d)[^\s\"']{8,}|[^\s\"']{24,})",
-            # A word after "bearer" is a token only if it looks like one: a digit or 24+ chars.
-            rf"(?P<bearer_head>(?i:\bbearer)\s+)(?:{_CRED_CHARS}{{24,}}|(?={_CRED_CHARS}*\d){_CRED_CHARS}{{8,}})=*",
-            r"(?P<openai>\bsk-(?:(?:ant|proj|svcacct|admin)-[A-Za-z0-9_-]{16,}|[A-Za-z0-9]{20,}))",
-            r"(?P<stripe>\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,})",
-            r"(?P<github>\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))",
-            r"(?P<gitlab>\bglpat-[A-Za-z0-9_-]{20,})",
-            r"(?P<huggingface>\bhf_[A-Za-z0-9]{30,})",
-            r"(?P<google>\bAIza[0-9A-Za-z_-]{35})",
-            r"(?P<npm>\bnpm_[A-Za-z0-9]{36})",
-            r"(?P<aws>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)",
-            r"(?P<slack>\bxox[abprse](?:\.xox[abprs])?-[A-Za-z0-9-]{10,})",
-            # A JWT cut off by the end of the text too (a streamed one, held back as long as allowed).
-            r"(?P<jwt>\beyJ[\w-]{8,}\.eyJ[\w-]{8,}(?:\.[\w-]{8,}|\Z))",
-            # The scheme may be missing: streamed text can be cut between "postgresql" and "://".
-            r"(?P<url_head>(?:\b[A-Za-z][A-Za-z0-9+.-]*)?://[^/\s:@]*:)[^/\s@]+(?=@)",
-            # `token=x` (command lines, URLs, env files) takes any value.
-            rf"(?P<assign_head>(?i:{_KEY})=(?!=))(?P<assign_val>\"[^\"\r\n]+\"|'[^'\r\n]+'|[^\s&;,\"'<>()\[\]{{}}]+)",
-            # With spaces or a colon, a bare value that ends its line (.env, INI, YAML, headers) ...
-            rf"(?P<line_head>(?i:{_KEY})[ \t]*[:=][ \t]*)(?P<line_val>{_BARE})(?={_EOL})",
-            # ... or a quoted literal, so that `token = get_token()` is code, not a secret.
-            rf"(?P<quoted_head>(?i:{_KEY})[\"']?\s*[:=]\s*)(?P<quoted_val>\"[^\"\r\n]+\"|'[^'\r\n]+')",
-        ]
+
+@lru_cache(maxsize=1)
+def _pattern() -> re.Pattern[str]:
+    """One alternation, so a string is scanned once; `*_head` groups are kept, `*_val` quotes
+    too. Compiled on first use (a few ms): most text has no trigger and never needs it."""
+    return re.compile(
+        "|".join(
+            [
+                # A private key runs to its END line, or to the end of the text when that never came.
+                rf"(?P<pem>{_PEM_HEADER}(?s:.*?)(?:{_PEM_FOOTER}|\Z))",
+                r"(?P<header_head>(?i:\b(?:proxy-)?authorization)[\"']?\s*[:=]\s*[\"']?)"
+                r"(?:(?i:basic|bearer|token|digest|negotiate)\s+(?!\[REDACTED\])[^\s\"']+"
+                r"|(?=[^\s\"']*\d)[^\s\"']{8,}|[^\s\"']{24,})",
+                # A word after "bearer" is a token only if it looks like one: a digit or 24+ chars.
+                rf"(?P<bearer_head>(?i:\bbearer)\s+)(?:{_CRED_CHARS}{{24,}}|(?={_CRED_CHARS}*\d){_CRED_CHARS}{{8,}})=*",
+                r"(?P<openai>\bsk-(?:(?:ant|proj|svcacct|admin)-[A-Za-z0-9_-]{16,}|[A-Za-z0-9]{20,}))",
+                r"(?P<stripe>\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,})",
+                r"(?P<github>\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))",
+                r"(?P<gitlab>\bglpat-[A-Za-z0-9_-]{20,})",
+                r"(?P<huggingface>\bhf_[A-Za-z0-9]{30,})",
+                r"(?P<google>\bAIza[0-9A-Za-z_-]{35})",
+                r"(?P<npm>\bnpm_[A-Za-z0-9]{36})",
+                r"(?P<aws>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)",
+                r"(?P<slack>\bxox[abprse](?:\.xox[abprs])?-[A-Za-z0-9-]{10,})",
+                # A JWT cut off by the end of the text too (a streamed one, held back as long as allowed).
+                r"(?P<jwt>\beyJ[\w-]{8,}\.eyJ[\w-]{8,}(?:\.[\w-]{8,}|\Z))",
+                # The scheme may be missing: streamed text can be cut between "postgresql" and "://".
+                r"(?P<url_head>(?:\b[A-Za-z][A-Za-z0-9+.-]*)?://[^/\s:@]*:)[^/\s@]+(?=@)",
+                # `token=x` (command lines, URLs, env files) takes any value.
+                rf"(?P<assign_head>(?i:{_KEY})=(?!=))(?P<assign_val>\"[^\"\r\n]+\"|'[^'\r\n]+'|[^\s&;,\"'<>()\[\]{{}}]+)",
+                # With spaces or a colon, a bare value that ends its line (.env, INI, YAML, headers) ...
+                rf"(?P<line_head>(?i:{_KEY})[ \t]*[:=][ \t]*)(?P<line_val>{_BARE})(?={_EOL})",
+                # ... or a quoted literal, so that `token = get_token()` is code, not a secret.
+                rf"(?P<quoted_head>(?i:{_KEY})[\"']?\s*[:=]\s*)(?P<quoted_val>\"[^\"\r\n]+\"|'[^'\r\n]+')",
+            ]
+        )
     )
-)
+
 
 # Every pattern above needs one of these (lowercased); most text has none and skips the regex.
 # Those in _WORD_TRIGGERS only count at the start of a word.
@@ -115,7 +120,7 @@ def redact(value: Any) -> Any:
 def redact_text(text: str) -> str:
     if len(text) < 8 or not _has_trigger(text):
         return text
-    return _PATTERN.sub(_replace, text)
+    return _pattern().sub(_replace, text)
 
 
 def is_secret_key(key: object) -> bool:

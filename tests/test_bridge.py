@@ -197,3 +197,33 @@ async def test_the_worker_always_ends_with_one_finished_item_carrying_the_except
     assert isinstance(items[-1], Finished)
     assert isinstance(items[-1].error, ValueError)
     assert isinstance(items[0], ToolCallStarted)
+
+
+async def test_once_a_fast_stream_piles_up_its_deltas_wait_for_the_next_frame_and_anything_else_does_not():
+    sink = ThreadSink(NoServices(), frame=60.0)  # a frame longer than the test: only a wake ends it
+    watch = AskWatch(sink)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(anyio.to_thread.run_sync, sink.text, "a")
+        await watch.blocked()
+        assert await answer_ask(sink) == [TextDelta("a")]
+    await anyio.to_thread.run_sync(lambda: [sink.text("b") for _ in range(20)])
+    assert await sink.take() == [TextDelta("b" * 20)]  # the loop lags behind this stream
+
+    await anyio.to_thread.run_sync(sink.text, "c")
+    with anyio.move_on_after(0.5) as waited:
+        await sink.take()
+    assert waited.cancelled_caught, "the next delta of the fast stream waits for its frame"
+    await anyio.to_thread.run_sync(sink.text, "d")
+    await anyio.to_thread.run_sync(lambda: sink.tool_call("Read", kind="read"))
+    with anyio.fail_after(10):
+        taken = await sink.take()  # a tool call does not wait: the deltas before it come along
+    assert [type(item) for item in taken] == [TextDelta, ToolCallStarted]
+    assert taken[0] == TextDelta("cd")
+
+    async with anyio.create_task_group() as tg:  # a new run, at the pace of a slow stream
+        tg.start_soon(anyio.to_thread.run_sync, sink.text, "e")
+        await watch.blocked()
+        assert await answer_ask(sink) == [TextDelta("e")]
+    await anyio.to_thread.run_sync(sink.text, "f")
+    with anyio.fail_after(10):
+        assert await sink.take() == [TextDelta("f")]

@@ -17,6 +17,7 @@ from acp_server.rpc.errors import (
     PARSE_ERROR,
     REQUEST_CANCELLED,
     RESOURCE_NOT_FOUND,
+    RpcError,
 )
 from adapters.echo import EchoAdapter
 from adapters.scripted import ScriptedAdapter
@@ -171,6 +172,35 @@ async def test_an_unexpected_handler_exception_is_an_internal_error_without_deta
 
     response = await Dispatcher({"x": broken}).dispatch({"jsonrpc": "2.0", "id": 5, "method": "x", "params": {}})
     assert response == {"jsonrpc": "2.0", "id": 5, "error": {"code": INTERNAL_ERROR, "message": "Internal error"}}
+
+
+async def test_a_handlers_rpc_error_reaches_the_wire_as_raised_and_params_arrive_as_one_object():
+    seen = []
+
+    async def refuse(params):
+        seen.append(params)
+        raise RpcError(INVALID_PARAMS, "Invalid params: path must be an absolute path")
+
+    async def ok(params):
+        seen.append(params)
+        return {"fine": True}
+
+    dispatcher = Dispatcher({"refuse": refuse, "ok": ok})
+    answer = await dispatcher.dispatch({"jsonrpc": "2.0", "id": 1, "method": "refuse", "params": {"path": "x"}})
+    assert answer == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": INVALID_PARAMS, "message": "Invalid params: path must be an absolute path"},
+    }
+    for params in ({}, None, []):  # an empty object, null, an empty array: no params
+        message = {"jsonrpc": "2.0", "id": 2, "method": "ok"} | ({} if params == {} else {"params": params})
+        assert await dispatcher.dispatch(message) == {"jsonrpc": "2.0", "id": 2, "result": {"fine": True}}
+    assert await dispatcher.dispatch({"jsonrpc": "2.0", "method": "ok", "params": {"a": 1}}) is None
+    assert seen == [{"path": "x"}, {}, {}, {}, {"a": 1}]
+    by_position = await dispatcher.dispatch({"jsonrpc": "2.0", "id": 3, "method": "ok", "params": [1]})
+    assert by_position["error"] == {"code": INVALID_PARAMS, "message": "Invalid params: params must be an object"}
+    unknown = await dispatcher.dispatch({"jsonrpc": "2.0", "id": 4, "method": "nope", "params": {}})
+    assert unknown["error"] == {"code": METHOD_NOT_FOUND, "message": "Method not found"}
 
 
 def waiting_agent() -> AcpAgent:

@@ -116,7 +116,7 @@ def test_a_front_killed_mid_turn_leaves_the_turn_running_and_a_new_front_gets_re
 ):
     first = Front(*runner_env, cwd=str(tmp_path))
     sid = start_turn(first, str(tmp_path), "stream")
-    shown = read_until(first, lambda f: text([f]).startswith("w50 "))
+    shown = read_until(first, lambda f: "w50 " in text([f]))  # frames need not start where the agent paused
     first.kill_group()
     assert text(shown) and "".join(WORDS).startswith(text(shown))
 
@@ -246,7 +246,7 @@ def test_a_resume_mid_turn_shows_the_turn_from_its_start_then_the_live_rest_and_
 ):
     first = Front(*runner_env, cwd=str(tmp_path))
     sid = start_turn(first, str(tmp_path), "stream")
-    read_until(first, lambda f: text([f]).startswith("w50 "))
+    read_until(first, lambda f: "w50 " in text([f]))
     first.kill_group()
 
     second = Front(*runner_env, cwd=str(tmp_path))

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from acp_server.protocol.models import AvailableCommand, CommandInput
+from acp_server.protocol.results import AvailableCommand, CommandInput
 from acp_server.turns.policy import MODE_IDS, MODES
 from adapters.base import AdapterCapabilities, SlashCommand
 

@@ -15,7 +15,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from acp_server.acp.sessions import Session
-from acp_server.protocol.models import AvailableCommand, CommandInput
+from acp_server.protocol.results import AvailableCommand, CommandInput, wire
 from acp_server.rpc.errors import AUTH_REQUIRED, INTERNAL_ERROR, RpcError
 from adapters.base import (
     AgentError,
@@ -109,7 +109,7 @@ def commands_update(session: Session, ours: list[AvailableCommand]) -> dict[str,
         for c in theirs
         if c.name not in taken
     ]
-    return {"sessionUpdate": "available_commands_update", "availableCommands": [c.wire() for c in [*ours, *agent]]}
+    return {"sessionUpdate": "available_commands_update", "availableCommands": [wire(c) for c in [*ours, *agent]]}
 
 
 async def _call(hook: Callable[..., Any], *args: Any) -> Any:

@@ -2,7 +2,9 @@
 
 It keeps the client's capabilities for the connection and gates every client call on them,
 advertises exactly what the adapter can do, and hands prompts to `acp.prompting`, where every
-runtime event of a turn is journaled and mapped to a `session/update`.
+runtime event of a turn is journaled and mapped to a `session/update`. The start-up path
+(`initialize`, `session/new`) loads no pydantic; the other handlers import their params' models
+as they first run (README: Performance).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import anyio
 import acp_server
 from acp_server.acp.commands import available_commands
 from acp_server.acp.controls import Controls, commands_update
-from acp_server.acp.history import History
 from acp_server.acp.options import (
     MODE_OPTION,
     agent_modes,
@@ -31,33 +32,29 @@ from acp_server.acp.options import (
 from acp_server.acp.prompting import AgentOptions, Prompts
 from acp_server.acp.sessions import Session, SessionStore
 from acp_server.protocol import methods
-from acp_server.protocol.models import (
+from acp_server.protocol.opening import (
+    LoadSessionRequest,
+    initialize_params,
+    load_session_params,
+    new_session_params,
+)
+from acp_server.protocol.results import (
+    EMPTY,
     AgentCapabilities,
-    AuthenticateParams,
     AuthMethod,
-    EmptyResult,
     Implementation,
-    InitializeParams,
     InitializeResult,
-    ListSessionsParams,
     ListSessionsResult,
-    LoadSessionParams,
     McpCapabilities,
-    McpServer,
-    NewSessionParams,
     NewSessionResult,
     Offered,
     PromptCapabilities,
-    PromptParams,
     SessionCapabilities,
     SessionConfigOption,
     SessionInfo,
-    SessionParams,
     SessionStateResult,
-    SetConfigOptionParams,
     SetConfigOptionResult,
-    SetModeParams,
-    parse,
+    wire,
 )
 from acp_server.rpc.errors import (
     AUTH_REQUIRED,
@@ -69,9 +66,8 @@ from acp_server.rpc.errors import (
     invalid_params,
 )
 from acp_server.rpc.peer import Peer
-from acp_server.turns.replay import iso
+from acp_server.turns.client import ClientCapabilities
 from acp_server.turns.rich import haui_on
-from acp_server.turns.services import ClientCapabilities
 from acp_server.turns.workers import Workers
 from adapters.base import (
     AdapterCapabilities,
@@ -180,13 +176,13 @@ class AcpAgent:
     # --- connection ----------------------------------------------------------------------
 
     async def handle_initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = parse(InitializeParams, params)
+        request = initialize_params(params)
         self.client = ClientCapabilities.from_wire(request.client_capabilities, request.client_info)
         for entry in self.client.quirks.applied:
             log.info("client %s: applying quirk %s (it %s)", entry.client, entry.quirk, entry.why)
         self._initialized = True
         caps = self.capabilities
-        return InitializeResult(
+        result = InitializeResult(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
                 load_session=self.journal is not None,
@@ -202,7 +198,8 @@ class AcpAgent:
             agent_info=Implementation(
                 name="acp-server", title=f"acp-server ({self.adapter.name})", version=acp_server.__version__
             ),
-        ).wire()
+        )
+        return wire(result)
 
     def _session_capabilities(self) -> SessionCapabilities:
         """Listing, resuming, closing and deleting need the journal; extra directories do not."""
@@ -214,6 +211,8 @@ class AcpAgent:
 
     async def handle_authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         """An agent below us that asked for authentication runs it; for ours there is none."""
+        from acp_server.protocol.models import AuthenticateParams, parse
+
         request = parse(AuthenticateParams, params)
         hook = getattr(self.adapter, "authenticate", None)
         if callable(hook) and any(m.id == request.method_id for m in self.capabilities.auth_methods):
@@ -221,7 +220,7 @@ class AcpAgent:
                 await anyio.to_thread.run_sync(hook, request.method_id)
             except AgentError as exc:
                 raise RpcError(INTERNAL_ERROR, str(exc)) from None
-        return EmptyResult().wire()
+        return wire(EMPTY)
 
     async def on_close(self) -> None:
         """The client went away: cancel every running and queued turn, and (briefly, as the
@@ -238,14 +237,14 @@ class AcpAgent:
     # --- sessions ------------------------------------------------------------------------
 
     async def handle_session_new(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = parse(NewSessionParams, params)
+        request = new_session_params(params)
         self._check_mcp_transports(request.mcp_servers)
         if self.client.terminal_auth and (reason := await anyio.to_thread.run_sync(auth_needed, self.adapter)):
             raise RpcError(AUTH_REQUIRED, reason)  # the editor offers our terminal auth method (setup)
         session = await self.sessions.create(
             cwd=request.cwd,
-            mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers),
-            additional_directories=tuple(request.additional_directories or ()),
+            mcp_servers=request.mcp_servers,
+            additional_directories=request.additional_directories or (),
         )
         try:
             await self.controls.offer(session, await self._ready(session))
@@ -254,11 +253,12 @@ class AcpAgent:
             raise
         self._announce_commands(session)
         self._open(session)
-        return NewSessionResult(
+        result = NewSessionResult(
             session_id=session.id,
             modes=modes_state(session.mode, session.controls),
             config_options=self._options(session),
-        ).wire()
+        )
+        return wire(result)
 
     def _options(self, session: Session) -> list[SessionConfigOption]:
         return config_options(
@@ -266,13 +266,13 @@ class AcpAgent:
         )
 
     def _option_list(self, session: Session) -> list[dict[str, Any]]:
-        return [option.wire() for option in self._options(session)]
+        return [wire(option) for option in self._options(session)]
 
     def _session_state(self, session: Session) -> dict[str, Any]:
         """`modes` and `configOptions`, as session/load and session/resume answer them."""
-        return SessionStateResult(
-            modes=modes_state(session.mode, session.controls), config_options=self._options(session)
-        ).wire()
+        return wire(
+            SessionStateResult(modes=modes_state(session.mode, session.controls), config_options=self._options(session))
+        )
 
     def _announce_commands(self, session: Session) -> None:
         update = commands_update(session, self._commands)
@@ -292,15 +292,19 @@ class AcpAgent:
             log.info("the client left before an update of session %s was shown", session_id)
 
     async def handle_session_set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        from acp_server.protocol.models import SetModeParams, parse
+
         request = parse(SetModeParams, params)
         session = await self.sessions.get(request.session_id)
         if agent_modes(session.controls):
             await self.controls.set_mode(session, check_mode(request.mode_id, session.controls))
         else:
             await self._set_mode(session, check_mode(request.mode_id))
-        return EmptyResult().wire()
+        return wire(EMPTY)
 
     async def handle_session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        from acp_server.protocol.models import SetConfigOptionParams, parse
+
         request = parse(SetConfigOptionParams, params)
         session = await self.sessions.get(request.session_id)
         value = check_value(self.capabilities, request.config_id, request.value, session.controls)
@@ -312,7 +316,7 @@ class AcpAgent:
         else:
             session.config[request.config_id] = value
             await self.sessions.save(session, config=dict(session.config))
-        return SetConfigOptionResult(config_options=self._options(session)).wire()
+        return wire(SetConfigOptionResult(config_options=self._options(session)))
 
     async def _set_mode(self, session: Session, mode: str, *, announce_options: bool = True) -> None:
         """Change the mode, persist it, and tell the client through both mechanisms."""
@@ -327,19 +331,21 @@ class AcpAgent:
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """Replay the whole conversation, then answer (modes and config options): history comes first."""
-        session = await self._reattach(parse(LoadSessionParams, params))
+        session = await self._reattach(load_session_params(params))
         assert self.journal is not None
         await self.replay(session)
         return self._reopened(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         """What load sends but the history: the answer (modes and config options), then the commands."""
-        return self._reopened(await self._reattach(parse(LoadSessionParams, params)))
+        return self._reopened(await self._reattach(load_session_params(params)))
 
     async def replay(self, session: Session, *, run_id: str | None = None, seen: dict[str, int] | None = None) -> None:
         """Send the session's history (or only its run `run_id`) as updates, a run cut off ending
         with a notice; `seen` gets the last seq shown of each run. A run its dead owner left
         `running` is settled first: a reload right after a crash says so (README)."""
+        from acp_server.acp.history import History
+
         assert self.journal is not None
         await self.journal.recover_runs(session.id)
         rich = haui_on(session.config, self.options.haui)  # the session's switch as it is now (README)
@@ -355,13 +361,11 @@ class AcpAgent:
         self._open(session)
         return self._session_state(session)
 
-    async def _reattach(self, request: LoadSessionParams) -> Session:
+    async def _reattach(self, request: LoadSessionRequest) -> Session:
         """The stored session for load and resume, with the client's MCP servers; its cwd must
         be the one the session was created with (the same directory, however it is spelled)."""
         self._check_mcp_transports(request.mcp_servers)
-        session = await self.sessions.get(
-            request.session_id, mcp_servers=tuple(s.model_dump(by_alias=True) for s in request.mcp_servers)
-        )
+        session = await self.sessions.get(request.session_id, mcp_servers=request.mcp_servers)
         if request.cwd != session.cwd and redact_text(request.cwd) == session.cwd:
             session.cwd = request.cwd  # the journal stores cwds redacted; the editor names the real one
         if request.cwd != session.cwd and not await anyio.to_thread.run_sync(_same_directory, request.cwd, session.cwd):
@@ -375,6 +379,9 @@ class AcpAgent:
         return session
 
     async def handle_session_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        from acp_server.protocol.models import ListSessionsParams, parse
+        from acp_server.turns.replay import iso
+
         request = parse(ListSessionsParams, params)
         assert self.journal is not None
         try:
@@ -393,21 +400,25 @@ class AcpAgent:
             )
             for record in records
         ]
-        return ListSessionsResult(sessions=sessions, next_cursor=next_cursor).wire()
+        return wire(ListSessionsResult(sessions=sessions, next_cursor=next_cursor))
 
     async def handle_session_close(self, params: dict[str, Any]) -> dict[str, Any]:
+        from acp_server.protocol.models import SessionParams, parse
+
         request = parse(SessionParams, params)
         session = self.sessions.close(request.session_id)
         if session is None:
             await self.sessions.get(request.session_id)  # -32002 when the journal has never heard of it
             session = self.sessions.close(request.session_id)
         self._release(session)
-        return EmptyResult().wire()
+        return wire(EMPTY)
 
     async def handle_session_delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        from acp_server.protocol.models import SessionParams, parse
+
         request = parse(SessionParams, params)
         self._release(await self.sessions.delete(request.session_id))
-        return EmptyResult().wire()
+        return wire(EMPTY)
 
     async def _ready(self, session: Session) -> TurnInput:
         """The session's settings and conversation, without a prompt, for the controls hook."""
@@ -456,18 +467,20 @@ class AcpAgent:
         except PeerClosedError:  # the process is about to exit, and the adapter with it
             log.info("the client left before session %s was released", session.id)
 
-    def _check_mcp_transports(self, servers: list[McpServer]) -> None:
+    def _check_mcp_transports(self, servers: tuple[dict[str, Any], ...]) -> None:
         offered = {"stdio": True, "http": self.capabilities.mcp_http, "sse": self.capabilities.mcp_sse}
         for index, server in enumerate(servers):
-            if not offered[server.type]:
+            if not offered[server["type"]]:
                 raise invalid_params(
                     FieldProblem(f"mcpServers.{index}.type", "is not supported"),
-                    message=f"MCP transport {server.type} is not supported",
+                    message=f"MCP transport {server['type']} is not supported",
                 )
 
     async def handle_session_cancel(self, params: dict[str, Any]) -> dict[str, Any]:
         """A notification. A client that sends it as a request (with an id) still gets the
         cancel, and `{}` as its answer: a result every JSON-RPC response of ACP allows."""
+        from acp_server.protocol.models import SessionParams, parse
+
         request = parse(SessionParams, params)
         session = self.sessions.live(request.session_id)
         if session is None:
@@ -477,11 +490,13 @@ class AcpAgent:
         return {}
 
     async def handle_session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        from acp_server.protocol.models import PromptParams, parse
+
         request = parse(PromptParams, params)
         session = await self.sessions.get(request.session_id)
         blocks = tuple(block.model_dump(by_alias=True, exclude_none=True) for block in request.prompt)
         self._check_prompt_content(blocks)
-        return (await self.prompts.prompt(session, blocks)).wire()
+        return wire(await self.prompts.prompt(session, blocks))
 
     def _check_prompt_content(self, blocks: tuple[dict[str, Any], ...]) -> None:
         allowed = {"text", "resource_link"}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_server.protocol.models import SessionConfigChoice, SessionConfigOption, SessionMode, SessionModeState
+from acp_server.protocol.results import SessionConfigChoice, SessionConfigOption, SessionMode, SessionModeState
 from acp_server.rpc.errors import FieldProblem, RpcError, invalid_params
 from acp_server.turns.policy import DEFAULT_MODE, MODE_IDS, MODES
 from acp_server.turns.rich import HAUI_OPTION, HAUI_VALUES, haui_on

@@ -7,10 +7,10 @@ through `publish`, the one place that redacts it, journals it and maps it to a `
 from __future__ import annotations
 
 import logging
-import uuid
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
@@ -20,14 +20,15 @@ from acp_server.acp.commands import CommandContext, builtin_invocation, run_buil
 from acp_server.acp.options import effective_config
 from acp_server.acp.sessions import Session, SessionStore
 from acp_server.protocol import methods
-from acp_server.protocol.models import AvailableCommand, PromptResult, Usage
+from acp_server.protocol.results import AvailableCommand, PromptResult, Usage
 from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.turns.bridge import FollowUp
+from acp_server.turns.client import ClientCapabilities
 from acp_server.turns.mapping import live_updates, to_update
+from acp_server.turns.placement import TerminalChoice
 from acp_server.turns.policy import DEFAULT_MODE
 from acp_server.turns.rich import RichReply, haui_on
-from acp_server.turns.services import ClientCapabilities, ClientTools
 from acp_server.turns.supervisor import (
     Publish,
     RunNumbering,
@@ -37,13 +38,15 @@ from acp_server.turns.supervisor import (
     call_cancel_hook,
     run_turn,
 )
-from acp_server.turns.terminal import TerminalChoice
 from acp_server.turns.workers import Workers
 from adapters.base import AdapterCapabilities, EditorFeatures, RuntimeAdapter, SessionNotes, TurnInput
 from adapters.events import Envelope, PromptReceived, RuntimeEvent, TextDelta, TitleChanged, TurnFinished
 from journal.redact import RunRedactor
 from journal.states import RESPONSE_KINDS, RunState, final_state
 from journal.store import Journal
+
+if TYPE_CHECKING:
+    from acp_server.turns.services import ClientTools
 
 log = logging.getLogger(__name__)
 Blocks = tuple[dict[str, Any], ...]
@@ -122,7 +125,7 @@ class Prompts:
             session.queue.leave(ticket)
         if outcome.stop_reason == "error":
             raise RpcError(INTERNAL_ERROR, outcome.error or "The agent failed")
-        usage = Usage.model_validate(spent) if spent is not None else None
+        usage = _usage(spent) if spent is not None else None
         return PromptResult(stop_reason="cancelled" if ticket.cancelled else outcome.stop_reason, usage=usage)
 
     def _next_follow_up(self, session: Session, ticket: Ticket) -> FollowUp | None:
@@ -146,7 +149,7 @@ class Prompts:
     async def _run(
         self, session: Session, blocks: tuple[dict[str, Any], ...], ticket: Ticket, *, origin: str | None = None
     ) -> TurnOutcome:
-        numbering = RunNumbering(f"run_{uuid.uuid4().hex}", session.id)
+        numbering = RunNumbering(f"run_{os.urandom(16).hex()}", session.id)
         if self.journal is not None:
             await self.journal.start_run(run_id=numbering.run_id, session_id=session.id)
         tally = TurnTally()
@@ -210,6 +213,8 @@ class Prompts:
         await self.journal.finish_run(run_id, state, stop_reason=event.reason, error=error)
 
     def _services(self, session: Session, numbering: RunNumbering, publish: Publish) -> ClientTools:
+        from acp_server.turns.services import ClientTools  # the editor-side services: loaded by the first turn
+
         async def emit(event: RuntimeEvent) -> None:
             await publish(numbering.envelope(event))
 
@@ -298,3 +303,8 @@ def _added(first: dict[str, int] | None, second: dict[str, int] | None) -> dict[
     if first is None or second is None:
         return first or second
     return {key: first.get(key, 0) + second.get(key, 0) for key in first.keys() | second.keys()}
+
+
+def _usage(tokens: dict[str, int]) -> Usage:
+    """The prompt response's `usage` from a turn's tally (`TurnTally.usage`)."""
+    return Usage(tokens["inputTokens"], tokens["outputTokens"], tokens["totalTokens"], tokens.get("cachedReadTokens"))

@@ -7,8 +7,8 @@ journal the server still works, with sessions that last as long as the process.
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,7 @@ class SessionStore:
     async def create(
         self, *, cwd: str, mcp_servers: tuple[dict[str, Any], ...], additional_directories: tuple[str, ...] = ()
     ) -> Session:
-        session = Session(f"sess_{uuid.uuid4().hex}", cwd, additional_directories, mcp_servers)
+        session = Session(f"sess_{os.urandom(16).hex()}", cwd, additional_directories, mcp_servers)
         if self.journal is not None:
             now = time.time()
             await self.journal.create_session(

@@ -17,7 +17,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from acp_server.cli.display import Display
 from acp_server.cli.settings import add_server_options
 from acp_server.turns.replay import iso, replay_updates
 from adapters.events import PromptReceived
@@ -185,6 +184,8 @@ async def _show(journal: Journal, args: argparse.Namespace) -> int:
     def interrupted(run_id: str) -> float | bool:
         run = runs.get(run_id)
         return False if run is None or run.status != RunState.INTERRUPTED else (run.ended_at or True)
+
+    from acp_server.cli.display import Display  # difflib and all: only when a session is shown
 
     display = Display(sys.stdout, raw=False, color=sys.stdout.isatty())
     async for update in replay_updates(journal.events(session.id), interrupted):

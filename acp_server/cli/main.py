@@ -276,7 +276,7 @@ def _hint_at_a_terminal() -> None:
 def _build(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[RuntimeAdapter, AgentOptions]:
     """The adapter and the options of a server, after checking them (an error exits)."""
     from acp_server.acp.handlers import AgentOptions
-    from acp_server.turns.terminal import TERMINAL_CHOICES, terminal_choice
+    from acp_server.turns.placement import TERMINAL_CHOICES, terminal_choice
     from adapters.registry import create_adapter
 
     try:

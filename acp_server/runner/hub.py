@@ -22,7 +22,7 @@ from anyio.abc import TaskGroup
 from acp_server.acp.handlers import SEQUENTIAL, AcpAgent
 from acp_server.acp.prompting import AgentOptions
 from acp_server.acp.sessions import Session, SessionStore
-from acp_server.protocol.models import LoadSessionParams, parse
+from acp_server.protocol.opening import load_session_params
 from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.runner.routes import Routes, current_cursor
@@ -160,14 +160,14 @@ class RunnerAgent(AcpAgent):
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """The history (a turn still running included), the answer, then the turn's live rest."""
-        session = await self._reattach(parse(LoadSessionParams, params))
+        session = await self._reattach(load_session_params(params))
         await self._take_over(session, history=True)
         return self._reopened(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         """No history; but a turn still running is shown from its start, then goes on live, so
         the editor never gets a tail without its beginning."""
-        session = await self._reattach(parse(LoadSessionParams, params))
+        session = await self._reattach(load_session_params(params))
         await self._take_over(session, history=False)
         return self._reopened(session)
 

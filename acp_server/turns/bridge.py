@@ -3,11 +3,15 @@
 Reports (text, thoughts, tool calls, ...) go into a bounded buffer without a round trip: the
 worker only wakes the loop when the buffer was empty, and while the loop lags behind,
 consecutive text deltas merge in the buffer instead of piling up. Only the first delta of a run
-waits until it is published, so the first words reach the editor at once. Asks (permission, files,
-commands) travel through the same buffer, so they reach the editor after every report made
-before them, and the worker blocks on a future until the loop answers; once a permission
-question named a tool call, later title changes of that call are dropped. After `cancel`, every
-sink call raises `TurnCancelled` and nothing the worker reports reaches the editor.
+waits until it is published, so the first words reach the editor at once. A stream faster than
+an editor draws (DENSE deltas or more within a frame) is published once a frame: its next deltas
+wait for the next frame (FRAME) and merge meanwhile, so that a fast agent's stream costs a
+journal commit and a frame per frame, not per few deltas; anything but a delta is taken at once.
+Asks (permission, files, commands) travel through the same buffer, so they reach the editor
+after every report made before them, and the worker blocks on a future until the loop answers;
+once a permission question named a tool call, later title changes of that call are dropped.
+After `cancel`, every sink call raises `TurnCancelled` and nothing the worker reports reaches
+the editor.
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import threading
-import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -55,6 +59,8 @@ from adapters.events import (
 log = logging.getLogger(__name__)
 
 MERGE_LIMIT = 16 * 1024
+FRAME = 1 / 60  # seconds: a fast stream's deltas reach the editor at most this often (its frame rate)
+DENSE = 16  # deltas taken within one frame: a stream faster than an editor draws (about 1,000/s)
 
 T = TypeVar("T")
 
@@ -112,10 +118,14 @@ class _Deltas:
 class ThreadSink:
     """The `Sink` a worker thread holds; also the loop's end of the buffer."""
 
-    def __init__(self, services: TurnServices, *, capacity: int = 256) -> None:
+    def __init__(self, services: TurnServices, *, capacity: int = 256, frame: float = FRAME) -> None:
         self._loop = asyncio.get_running_loop()
         self._services = services
         self._capacity = capacity
+        self._frame = frame
+        self._paced_until = 0.0  # loop time until which a run of deltas waits for more (a fast stream)
+        self._frame_start = 0.0  # loop time of the first take in the current frame ...
+        self._frame_deltas = 0  # ... and the deltas taken since
         self._buffer: deque[Item | _Deltas] = deque()
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)
@@ -206,7 +216,7 @@ class ThreadSink:
         tool_call_id: str | None = None,
     ) -> str:
         if not tool_call_id or tool_call_id in self._tools:
-            tool_call_id = f"call_{uuid.uuid4().hex[:16]}"
+            tool_call_id = f"call_{os.urandom(8).hex()}"
         event = ToolCallStarted(tool_call_id, title, kind, name, raw_input, tuple(locations))
         self._push(event)
         self._tools[tool_call_id] = event
@@ -326,17 +336,44 @@ class ThreadSink:
             return len(self._buffer)
 
     async def take(self) -> list[Item]:
-        """Everything the worker has queued, in order; waits while there is nothing."""
+        """Everything the worker has queued, in order; waits while there is nothing, and while
+        only deltas of a fast stream wait within a frame of the last take (more merge meanwhile)."""
         while True:
             with self._lock:
-                if self._buffer:
-                    items = [item.event() if isinstance(item, _Deltas) else item for item in self._buffer]
-                    self._buffer.clear()
-                    self._not_full.notify_all()
-                    return items
+                pause = self._pause()
+                if self._buffer and pause <= 0:
+                    return self._take_all()
                 self._wake.clear()
-                self._parked = True
-            await self._wake.wait()
+                self._parked = True  # a report other than a merged delta wakes the loop
+            if pause <= 0:
+                await self._wake.wait()
+                continue
+            timer = self._loop.call_later(pause, self._wake.set)
+            try:
+                await self._wake.wait()
+            finally:
+                timer.cancel()
+
+    def _pause(self) -> float:
+        """How long the buffer may wait: only one run of deltas, of a stream found fast, not full."""
+        if len(self._buffer) != 1:
+            return 0.0
+        waiting = self._buffer[0]
+        if not isinstance(waiting, _Deltas) or waiting.size >= MERGE_LIMIT:
+            return 0.0
+        return self._paced_until - self._loop.time()
+
+    def _take_all(self) -> list[Item]:
+        now = self._loop.time()
+        if now - self._frame_start >= self._frame:
+            self._frame_start, self._frame_deltas = now, 0
+        self._frame_deltas += sum(len(item.parts) for item in self._buffer if isinstance(item, _Deltas))
+        dense = isinstance(self._buffer[-1], _Deltas) and self._frame_deltas >= DENSE
+        self._paced_until = now + self._frame if dense else 0.0
+        items = [item.event() if isinstance(item, _Deltas) else item for item in self._buffer]
+        self._buffer.clear()
+        self._not_full.notify_all()
+        return items
 
     def cancel(self) -> None:
         """From the loop: every later sink call raises, and every pending ask is abandoned."""

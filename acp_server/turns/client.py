@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from acp_server.protocol.answers import MalformedAnswerError, parse_answer
-from acp_server.protocol.models import WireModel
 from acp_server.rpc.errors import PeerClosedError, RequestTimeoutError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.turns.quirks import Quirks, quirks_for
 from adapters.base import ToolRefused, TurnCancelled
 
+if TYPE_CHECKING:
+    from acp_server.protocol.models import WireModel
+
 CLIENT_TIMEOUT = 60.0  # seconds the editor gets to answer a file or terminal request
 DETAIL_LIMIT = 200  # characters of an error's `data` a refusal quotes: a message, not a dump
 
-A = TypeVar("A", bound=WireModel)
+A = TypeVar("A", bound="WireModel")
 
 
 def _object(value: object) -> dict[str, Any]:
@@ -92,6 +93,8 @@ class EditorChannel:
 
 def check_answer(method: str, answer: type[A], result: Any) -> A:
     """`result` as `answer`, or `ToolRefused` saying what the editor sent wrong."""
+    from acp_server.protocol.answers import MalformedAnswerError, parse_answer  # pydantic: not at start-up
+
     try:
         return parse_answer(answer, result)
     except MalformedAnswerError as exc:

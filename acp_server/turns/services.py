@@ -13,9 +13,10 @@ from acp_server.rpc.peer import Peer
 from acp_server.turns.client import ClientCapabilities, EditorChannel
 from acp_server.turns.files import Files
 from acp_server.turns.permission import PermissionFlow
+from acp_server.turns.placement import TerminalChoice
 from acp_server.turns.policy import PermissionMemory, refuse_in_read_only
 from acp_server.turns.questions import Questions
-from acp_server.turns.terminal import CommandRunner, TerminalChoice
+from acp_server.turns.terminal import CommandRunner
 from adapters.base import CommandResult, PermissionDecision
 from adapters.events import RuntimeEvent, ToolCallStarted
 

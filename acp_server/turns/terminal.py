@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
 import anyio
 
@@ -19,6 +19,7 @@ from acp_server.protocol import methods
 from acp_server.protocol.answers import Acknowledged
 from acp_server.protocol.models import CreateTerminalResult, TerminalExit, TerminalOutputResult
 from acp_server.turns.client import EditorChannel
+from acp_server.turns.placement import TerminalChoice
 from acp_server.turns.processes import OUTPUT_LIMIT, run_local
 from acp_server.turns.quirks import Quirks
 from adapters.base import CommandResult, ToolRefused, TurnCancelled
@@ -27,14 +28,6 @@ from adapters.events import RuntimeEvent, TerminalContent, TerminalExited, ToolC
 log = logging.getLogger(__name__)
 
 CLEANUP_TIMEOUT = 5.0  # seconds for terminal/kill and terminal/release once the turn is over
-
-TerminalChoice = Literal["auto", "editor", "local"]
-TERMINAL_CHOICES: tuple[TerminalChoice, ...] = get_args(TerminalChoice)
-
-
-def terminal_choice(text: str) -> TerminalChoice | None:
-    """The `--terminal` value `text` names, or None."""
-    return next((choice for choice in TERMINAL_CHOICES if choice == text), None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,7 +3,9 @@
 A turn sends the conversation with the built-in tools, streams the answer to the sink, runs
 the tool calls it asks for (through the permission policy) and asks again, until the model
 stops, refuses, runs out of tokens or the request limit is reached. `cancel` cuts the
-in-flight HTTP stream from the server's thread. Settings are resolved in `config`.
+in-flight HTTP stream from the server's thread. Settings are resolved in `config`. What only
+a turn uses (tools, requests, the stream parser, MCP) is imported by the first turn, so that
+a server starts without it (README: Performance).
 """
 
 from __future__ import annotations
@@ -12,27 +14,26 @@ import os
 import threading
 from collections.abc import Mapping
 from contextlib import closing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from adapters.base import AdapterCapabilities, AgentError, Health, Sink, TurnInput
 from adapters.events import StopReason
-from adapters.haui_contract import RESPONSE_STYLE_OPTION, style_context
 from adapters.mcp_client import mcp_available
 from adapters.openai import context
-from adapters.openai.attachments import user_message
 from adapters.openai.client import Abort, Endpoint
-from adapters.openai.compaction import Compactor
 from adapters.openai.config import load_settings
-from adapters.openai.history import History
 from adapters.openai.jsonvalues import is_object
-from adapters.openai.mcp_tools import McpTools
 from adapters.openai.models import ModelCatalog, config_options
-from adapters.openai.prefix import fixed_part
-from adapters.openai.request import Overflow, Request
 from adapters.openai.setup import SETUP_COMMAND, SETUP_METHOD
-from adapters.openai.stream import Reply
-from adapters.openai.tools import BUILTIN_TOOLS, Tool, Workspace, execute
+
+if TYPE_CHECKING:
+    from adapters.openai.compaction import Compactor
+    from adapters.openai.history import History
+    from adapters.openai.mcp_tools import McpTools
+    from adapters.openai.request import Request
+    from adapters.openai.stream import Reply
+    from adapters.openai.tools import Tool, Workspace
 
 HEALTH_TIMEOUT = 1.0
 KEYED_HOSTS = ("api.openai.com", "openrouter.ai")  # endpoints that never work without a key
@@ -144,6 +145,8 @@ class OpenAIAdapter:
         self._endpoint.close()
 
     def _loop(self, turn: TurnInput, sink: Sink, model: str, abort: Abort) -> StopReason:
+        from adapters.openai.tools import BUILTIN_TOOLS
+
         mcp_tools = self._mcp_tools(turn, sink)
         tools: dict[str, Tool] = {tool.name: tool for tool in (*BUILTIN_TOOLS, *mcp_tools)}
         return self._requests(turn, sink, model, abort, tools)
@@ -162,6 +165,8 @@ class OpenAIAdapter:
             current.close()
         if not turn.mcp_servers:
             return []
+        from adapters.openai.mcp_tools import McpTools
+
         fresh = McpTools(turn.mcp_servers, turn.cwd)
         fresh.connect(sink)  # closes what it opened if the turn is cancelled meanwhile
         with self._lock:
@@ -171,6 +176,13 @@ class OpenAIAdapter:
     def _requests(self, turn: TurnInput, sink: Sink, model: str, abort: Abort, tools: Mapping[str, Tool]) -> StopReason:
         """The turn's history and its requests, on the session's calibrated estimate (kept for
         its next turn); the fixed part is terse when the model's window is small."""
+        from adapters.haui_contract import RESPONSE_STYLE_OPTION, style_context
+        from adapters.openai.attachments import user_message
+        from adapters.openai.history import History
+        from adapters.openai.prefix import fixed_part
+        from adapters.openai.request import Request
+        from adapters.openai.tools import Workspace
+
         budget = self.budget(model, context.DEFAULT)
         system, schemas = fixed_part(tools.values(), turn.cwd, turn.additional_directories, budget=budget)
         history = History.resume(turn.transcript, turn.history, system)
@@ -192,6 +204,9 @@ class OpenAIAdapter:
     ) -> StopReason:
         """Ask, run the tool calls, ask again: until the model stops or the limit is reached.
         Each finished round is saved to the session's transcript."""
+        from adapters.openai.request import Overflow
+        from adapters.openai.tools import execute
+
         sink = request.sink
         for _ in range(self.settings.max_turn_requests):
             sink.check_cancelled()
@@ -217,6 +232,8 @@ class OpenAIAdapter:
         return "max_turn_requests"
 
     def complete(self, payload: dict[str, Any], sink: Sink, abort: Abort) -> Reply:
+        from adapters.openai.stream import Reply
+
         reply = Reply()
         with closing(self._endpoint.stream_chat(payload, sink=sink, abort=abort)) as chunks:
             for chunk in chunks:
@@ -238,6 +255,8 @@ class OpenAIAdapter:
         return payload | {"tools": tools, "messages": messages}
 
     def compactor(self, turn: TurnInput, sink: Sink, model: str, abort: Abort) -> Compactor:
+        from adapters.openai.compaction import Compactor
+
         return Compactor(
             endpoint=self._endpoint, model=model, sink=sink, editor=turn.editor, abort=abort, window=self._window(model)
         )

@@ -8,7 +8,6 @@ through the sink, so a cancel interrupts the wait), and turns every failure into
 
 from __future__ import annotations
 
-import email.utils
 import json
 import socket
 import threading
@@ -292,6 +291,8 @@ def _seconds_until(value: str, fallback: float) -> float:
         return float(value)
     except ValueError:
         pass
+    import email.utils  # the email package: only for a Retry-After given as a date
+
     try:
         moment = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

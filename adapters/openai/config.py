@@ -9,7 +9,6 @@ than raised, so the server starts and the editor is told on the first turn.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,11 +147,15 @@ def _read_file(path: str) -> tuple[dict[str, Any], list[str]]:
     shown = shorten_home(path)
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            raw = f.read()
     except FileNotFoundError:
         return {}, []
     except OSError as exc:
         return {}, [f"config file {shown} cannot be read: {exc.strerror or exc}"]
+    import tomllib  # only when there is a file to parse: a server without one starts sooner
+
+    try:
+        data = tomllib.loads(raw.decode())
     except tomllib.TOMLDecodeError as exc:
         return {}, [f"config file {shown} is not valid TOML: {exc}"]
     section = data.get(SECTION, {})
