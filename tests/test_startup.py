@@ -1,6 +1,6 @@
 """Start-up imports only what `initialize` and `session/new` need: the default `openai` agent of a
 plain install starts without importing httpx or mcp (they wait for the first prompt), and the
-JSON-RPC layer imports no library of its own. Checked with
+dispatcher does not pull in jsonrpcserver's HTTP server or request validator. Checked with
 `python -X importtime` over a real subprocess; speed itself is in bench/compare.py."""
 
 from __future__ import annotations
@@ -62,10 +62,21 @@ def test_answering_initialize_and_session_new_loads_no_pydantic(tmp_path):
         assert "acp_server.protocol.models" not in modules
 
 
-def test_serving_imports_no_json_rpc_library_and_no_validator(tmp_path):
-    modules = top_level(imported_until_session_new(tmp_path, "--agent", "echo", mcp_servers=[]))
-    assert "acp_server" in modules
-    assert {"jsonrpcserver", "oslash", "jsonschema"}.isdisjoint(modules)
+def test_serving_does_not_import_jsonrpcservers_http_server_or_its_validator(tmp_path):
+    modules = imported_until_session_new(tmp_path, "--agent", "echo", mcp_servers=[])
+    assert "jsonrpcserver.async_dispatcher" in modules
+    assert "jsonschema" not in top_level(modules)
+    assert {"http.server", "jsonrpcserver.server", "jsonrpcserver.main"}.isdisjoint(modules)
+
+
+def test_jsonrpcserver_still_offers_its_package_names_to_anyone_else_in_the_process():
+    code = (
+        "import acp_server.rpc.dispatch, sys; assert 'jsonschema' not in sys.modules; "
+        "from jsonrpcserver import dispatch, serve, Success; import jsonrpcserver; "
+        "print(callable(dispatch), callable(serve), jsonrpcserver.Success is Success)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "True", "True"], done.stderr
 
 
 def test_a_plain_install_brings_what_the_default_agent_and_its_mcp_passthrough_need():
