@@ -75,7 +75,9 @@ def stop_runners() -> None:
     started = [status["pid"] for status in running()]
     if started:
         with contextlib.redirect_stdout(io.StringIO()):
-            run_runner_command(argparse.Namespace(runner_command="stop"), argparse.ArgumentParser(), build=None)  # type: ignore[arg-type]
+            run_runner_command(
+                argparse.Namespace(runner_command="stop", pid=None), argparse.ArgumentParser(), build=None
+            )  # type: ignore[arg-type]
     for pid in started:
         if not gone(pid):
             os.kill(pid, signal.SIGKILL)
