@@ -4,7 +4,7 @@ The server commits every event before its `session/update` is written to the edi
 with `durable=True`), so a process crash never takes back what the editor showed; the turns that
 append while a commit is in flight share the next one. `is_durable` names the events committed
 before `Journal.append` returns even when the caller does not ask (a bulk writer's group commit):
-the decisions a crash must never hide. Against power loss see the README's durability policy.
+the decisions a crash must never hide. Against power loss see the durability policy in docs/sessions.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 "[REDACTED]"; `StreamRedactor` does the same for text that arrives in pieces, holding back a
 possible secret's start until it is whole; `RunRedactor` redacts a run's events with them, once,
 for the journal and the editor alike; `redact_record` cleans a log record. The patterns are
-listed in the README's "Secrets" section. Redacting twice changes nothing.
+listed in docs/security.md (Secrets). Redacting twice changes nothing.
 """
 
 from __future__ import annotations

@@ -141,11 +141,11 @@ def test_base_url_points_the_openai_agent_at_an_endpoint_over_openai_base_url(tm
         assert [chat["model"] for chat in fake.chats] == ["fake-model"]
 
 
-def test_every_server_option_and_its_variable_are_in_the_readmes_option_table():
+def test_every_server_option_and_its_variable_are_in_the_docs_option_table():
     from acp_server.cli.settings import SERVER_OPTIONS, env_name
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Server options", 1)[1].split("\n### ", 1)[0]
+    page = (Path(__file__).parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = page.split("## Server options", 1)[1].split("\n## ", 1)[0]
     table = [line for line in section.splitlines() if line.startswith("| `")]
     rows = {line.split("`")[1].split()[0]: line for line in table}
     assert sorted(rows) == sorted(flag for flag, _spec in SERVER_OPTIONS)

@@ -38,6 +38,7 @@ from acp_server.cli.settings import SERVER_OPTIONS, env_name
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "editor-configs"
+EDITORS_PAGE = REPO / "docs" / "editors.md"
 PLACEHOLDER_COMMAND = "/path/to/acp-server/.venv/bin/acp-server"
 PLACEHOLDER_ROOT = "/path/to/acp-server"
 FLAGS = {flag for flag, _ in SERVER_OPTIONS}
@@ -115,9 +116,11 @@ def elisp_launches() -> list[Launch]:
 
 def readme_launches() -> list[Launch]:
     """The server command lines of the Toad and acpx examples (editor-configs/README.md and the
-    main README's "Use it from an editor"), each with the variables set on its own shell line."""
-    main = (REPO / "README.md").read_text().split("## Use it from an editor", 1)[1].split("\n## ", 1)[0]
-    texts = {"editor-configs/README.md": (CONFIGS / "README.md").read_text(), "README.md": main}
+    docs' Editors page), each with the variables set on its own shell line."""
+    texts = {
+        "editor-configs/README.md": (CONFIGS / "README.md").read_text(),
+        "docs/editors.md": EDITORS_PAGE.read_text(),
+    }
     found = []
     for name, text in texts.items():
         for block in re.findall(r"```sh\n(.*?)```", text, re.S):
@@ -271,7 +274,7 @@ def test_the_snippets_are_all_found():
     assert sources.count("codecompanion.lua") == 3
     assert sources.count("agent-shell.el") == 3
     assert sources.count("editor-configs/README.md") == 4  # two for Toad, two for acpx
-    assert sources.count("README.md") == 2  # one each
+    assert sources.count("docs/editors.md") == 2  # one each
     assert {"--agent"} <= {a for launch in SNIPPETS for a in launch.args}
 
 

@@ -183,8 +183,8 @@ def test_a_vivid_surface_with_a_cycle_and_thousands_of_nodes_is_walked_once_up_t
     assert drawn.endswith("_(183 more blocks not shown)_\n")  # 200 nodes: the root and 199 stats
 
 
-def test_the_readmes_before_and_after_example_is_what_the_renderer_draws() -> None:
-    section = (Path(__file__).parent.parent / "README.md").read_text().split("## Rich replies (HAUI)")[1]
+def test_the_docs_before_and_after_example_is_what_the_renderer_draws() -> None:
+    section = (Path(__file__).parent.parent / "docs" / "haui.md").read_text()
     before = re.search(r"````text\n(.*?)````\n", section, re.DOTALL)
     after = re.search(r"```markdown\n(.*?)```\n", section, re.DOTALL)
     assert before is not None and after is not None

@@ -1,4 +1,4 @@
-"""Hermes the first time, as a newcomer meets it: the README's `config.yaml` works as written,
+"""Hermes the first time, as a newcomer meets it: the docs' `config.yaml` works as written,
 `doctor` says what the agent will do (healthy exactly when a prompt works, Hermes' own reason when
 it will not), Hermes' errors reach the client as themselves, and its log lines stay off stderr.
 Real subprocesses (`acp-server prompt`, `acp-server doctor`), the fake model on 127.0.0.1 and a
@@ -32,8 +32,8 @@ MINIMUM = "which is below the minimum 64,000 required by Hermes Agent"
 
 
 def readme_config() -> str:
-    """The first yaml block of the README's Hermes section, as a user copies it."""
-    section = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## Hermes\n", 1)[1].split("\n## ", 1)[0]
+    """The first yaml block of the docs' Hermes page, as a user copies it."""
+    section = (ROOT / "docs" / "agents" / "hermes.md").read_text(encoding="utf-8")
     match = re.search(r"```yaml\n(.*?)```", section, re.S)
     assert match, "the Hermes section shows no config.yaml"
     return match.group(1)
@@ -75,7 +75,7 @@ def doctor(tmp_path: Path, home: Path) -> tuple[subprocess.CompletedProcess[str]
     return done, status, detail
 
 
-def test_the_readmes_config_yaml_works_as_written_and_doctor_says_so(tmp_path: Path):
+def test_the_documented_config_yaml_works_as_written_and_doctor_says_so(tmp_path: Path):
     with FakeOpenAI(models=["my-model"]) as fake:
         fake.responder = lambda body: reply("Hello from the endpoint.")
         config = readme_config().replace("https://llm.example.com/v1", fake.base_url)

@@ -109,7 +109,7 @@ def test_an_unknown_session_or_run_is_a_clear_error(tmp_path):
 
 # --- a newcomer's journal commands ---------------------------------------------------------
 
-# The envelope the README's durability policy promises for every event, in `events` and `export`.
+# The envelope the durability policy (docs/sessions.md) promises for every event, in `events` and `export`.
 ENVELOPE = ["event_id", "seq", "run_id", "session_id", "type", "created_at", "terminal", "payload"]
 
 
@@ -203,7 +203,7 @@ def test_runs_without_a_session_shows_the_latest_session(two_sessions):
     assert acp("runs", "--db", str(here / "empty.db"), cwd=here).stderr.startswith("error: no sessions in")
 
 
-def test_export_writes_the_session_its_runs_and_every_event_envelope_as_the_readme_says(two_sessions):
+def test_export_writes_the_session_its_runs_and_every_event_envelope_as_the_docs_say(two_sessions):
     db, here, older, _newer = two_sessions
     done = acp("export", older, "--db", db, cwd=here)  # JSON without --json too
     document = json.loads(done.stdout)

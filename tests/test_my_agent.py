@@ -1,4 +1,4 @@
-"""The README's example agent, through the real server: in memory with a fake editor, and once
+"""The example agent of docs/agents/your-own.md, through the real server: in memory with a fake editor, and once
 as `python -m acp_server --agent examples.my_agent:make_agent` over stdio from the repo root."""
 
 from __future__ import annotations

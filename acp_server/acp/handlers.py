@@ -4,7 +4,7 @@ It keeps the client's capabilities for the connection and gates every client cal
 advertises exactly what the adapter can do, and hands prompts to `acp.prompting`, where every
 runtime event of a turn is journaled and mapped to a `session/update`. The start-up path
 (`initialize`, `session/new`) loads no pydantic; the other handlers import their params' models
-as they first run (README: Performance).
+as they first run (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -343,12 +343,12 @@ class AcpAgent:
     async def replay(self, session: Session, *, run_id: str | None = None, seen: dict[str, int] | None = None) -> None:
         """Send the session's history (or only its run `run_id`) as updates, a run cut off ending
         with a notice; `seen` gets the last seq shown of each run. A run its dead owner left
-        `running` is settled first: a reload right after a crash says so (README)."""
+        `running` is settled first: a reload right after a crash says so (docs/sessions.md)."""
         from acp_server.acp.history import History
 
         assert self.journal is not None
         await self.journal.recover_runs(session.id)
-        rich = haui_on(session.config, self.options.haui)  # the session's switch as it is now (README)
+        rich = haui_on(session.config, self.options.haui)  # the session's switch as it is now (docs/haui.md)
         history = History(self.journal, self.peer, session.id, rich=rich, seen={} if seen is None else seen)
         if run_id is None:
             await history.send()

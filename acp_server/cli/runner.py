@@ -41,7 +41,7 @@ def add_command(commands: Any) -> None:
     runner = commands.add_parser(
         "runner",
         help="list or stop the background runners of runner mode (--runner)",
-        description="Runner mode keeps turns going when the editor goes away; see the README.",
+        description="Runner mode keeps turns going when the editor goes away; see docs/runner.md.",
     )
     actions = runner.add_subparsers(dest="runner_command", metavar="ACTION", required=True)
     status = actions.add_parser("status", help="list the running runners")

@@ -58,7 +58,7 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
     ),
     (
         "--script",
-        {"help": "the scripted agent's scenario file (format in the README), or the python agent's module:function"},
+        {"help": "the scripted agent's scenario file (format in docs/agents/scripted.md), or the python agent's module:function"},
     ),
     ("--db", {"help": "SQLite journal of sessions and runs (default: journal.db in the user data directory)"}),
     (
@@ -125,7 +125,7 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
         "--remote",
         {
             "help": "run the server on HOST (or USER@HOST), where the project lives, in runner mode over "
-            "`ssh -T`; the editor's files stay the editor's (see the README)",
+            "`ssh -T`; the editor's files stay the editor's (see docs/runner.md)",
             "metavar": "HOST",
         },
     ),

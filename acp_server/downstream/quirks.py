@@ -30,7 +30,7 @@ VERSION_TIMEOUT = 10.0  # seconds for `gemini --version` (node starts slowly on 
 class AgentQuirk:
     quirk: Quirk
     names: frozenset[str]  # command words (basenames, npm package names) or agentInfo names
-    why: str  # what the agent does, for the log and the README
+    why: str  # what the agent does, for the log and docs/agents/acp.md
 
 
 QUIRKS: tuple[AgentQuirk, ...] = (

@@ -4,7 +4,7 @@ named tuples, sent as `wire(result)`.
 Built by us from values already checked, so nothing here validates: `wire` gives the JSON object
 the peer reads (camelCase, a trailing `_` dropped, unset optional fields left out). They are not
 pydantic models so that answering `initialize` and `session/new` does not load pydantic, which
-takes longer than the rest of the start-up (README: Performance).
+takes longer than the rest of the start-up (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ class KnownQuirk:
     quirk: Quirk
     client: str  # `clientInfo.name`, exactly
     below: Version | None  # the first version without the mistake; None: every version so far
-    why: str  # what the client gets wrong, for the log and the README
+    why: str  # what the client gets wrong, for the log and docs/protocol.md
 
     def matches(self, name: str, version: Version | None) -> bool:
         # A missing or unreadable version counts as affected: the quirk is the safer guess.

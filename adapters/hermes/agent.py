@@ -5,7 +5,7 @@ reused; a turn binds its callbacks to the sink, runs `run_conversation` on a cop
 session's messages and keeps a copy of Hermes' full message list afterwards, then, in a session
 with an active goal, has Hermes' judge decide on the next turn (`goals`, which answers `/goal`).
 `cancel` calls Hermes' `interrupt()` (and pauses a goal); the pending flag is cleared before every
-run. See README "Hermes".
+run. See docs/agents/hermes.md.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from adapters.hermes import setup
 TIMEOUT = 1.0  # seconds for the endpoint; doctor gives health() two
 OWN_CLIENT_MODES = frozenset({"anthropic_messages", "bedrock_converse"})  # clients Hermes builds its own way
 PLACEHOLDER_KEY = "no-key-required"  # what Hermes sends a custom endpoint when it has no key for it
-CONFIG_EXAMPLE = "model.provider: custom, model.base_url, model.api_key (README, Hermes)"
+CONFIG_EXAMPLE = "model.provider: custom, model.base_url, model.api_key (docs/agents/hermes.md)"
 
 Settings = dict[str, tuple[str, str]]
 

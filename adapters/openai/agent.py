@@ -5,7 +5,7 @@ the tool calls it asks for (through the permission policy) and asks again, until
 stops, refuses, runs out of tokens or the request limit is reached. `cancel` cuts the
 in-flight HTTP stream from the server's thread. Settings are resolved in `config`. What only
 a turn uses (tools, requests, the stream parser, MCP) is imported by the first turn, so that
-a server starts without it (README: Performance).
+a server starts without it (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -1,0 +1,35 @@
+"""The front door and the docs: every relative link in README.md and editor-configs/README.md
+leads to a file that exists, and every page under docs/ is in mkdocs.yml's navigation (CI also
+builds the site with `mkdocs build --strict`, which checks links between pages and headings)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("page", ["README.md", "editor-configs/README.md"])
+def test_every_relative_link_leads_to_a_file_that_exists(page: str) -> None:
+    source = REPO / page
+    targets = [t.split("#", 1)[0] for t in LINK.findall(source.read_text()) if not re.match(r"[a-z]+:", t)]
+    missing = [t for t in targets if t and not (source.parent / t).exists()]
+    assert targets and missing == []
+
+
+def test_every_docs_page_is_in_the_sites_navigation_and_every_entry_is_a_page() -> None:
+    nav = set(re.findall(r":\s*(\S+\.md)\s*$", (REPO / "mkdocs.yml").read_text(), re.M))
+    pages = {str(p.relative_to(REPO / "docs")) for p in (REPO / "docs").rglob("*.md")}
+    assert nav == pages
+
+
+def test_the_readme_gives_the_demo_and_the_test_command_that_ci_runs() -> None:
+    readme = (REPO / "README.md").read_text()
+    test_command = "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest -q"
+    assert test_command in readme
+    assert test_command in (REPO / ".ci" / "run").read_text()
+    assert "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/acp-server prompt" in readme
