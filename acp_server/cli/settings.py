@@ -58,7 +58,10 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
     ),
     (
         "--script",
-        {"help": "the scripted agent's scenario file (format in docs/agents/scripted.md), or the python agent's module:function"},
+        {
+            "help": "the scripted agent's scenario file (format in docs/agents/scripted.md), "
+            "or the python agent's module:function"
+        },
     ),
     ("--db", {"help": "SQLite journal of sessions and runs (default: journal.db in the user data directory)"}),
     (
