@@ -9,7 +9,6 @@ a refusal (requests) or nothing (notifications). What the agent is told it may a
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from acp_server.downstream.process import AgentProcess
 from acp_server.protocol import methods
 from acp_server.rpc.dispatch import Dispatcher
 from acp_server.rpc.errors import PeerClosedError
-from acp_server.rpc.peer import Peer
+from acp_server.rpc.peer import JSON_DECODER, Peer
 from acp_server.rpc.wire import Frame
 
 log = logging.getLogger(__name__)
@@ -195,7 +194,7 @@ class AgentClient:
 def _update_params(frame: bytes) -> Json | None:
     """The params of a frame that is a well-formed `session/update` notification, else None."""
     try:
-        message: Any = _DECODER.decode(frame.decode("utf-8"))
+        message: Any = JSON_DECODER.decode(frame.decode("utf-8"))
     except (ValueError, RecursionError):
         return None
     if not isinstance(message, dict):
@@ -207,11 +206,6 @@ def _update_params(frame: bytes) -> Json | None:
     return cast(Json, params) if isinstance(params, dict) else None
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 UPDATE_MARK = b'"session/update"'
 
 

@@ -67,6 +67,11 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+# One decoder for every frame (`json.loads` with an option builds a new one per call). NaN and
+# Infinity are Python's, not JSON's: a frame carrying them is not JSON.
+JSON_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 class Peer:
     """One side of a JSON-RPC connection: `run` serves a dispatcher over a frame transport,
     `notify`, `request` and `spawn` are its outbound side.
@@ -226,7 +231,7 @@ class Peer:
         if not frame.strip():
             return None
         try:
-            message: object = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant)
+            message: object = JSON_DECODER.decode(frame.decode("utf-8"))
         except (ValueError, RecursionError):
             self._send_error(None, {"code": PARSE_ERROR, "message": "Parse error: not valid JSON"})
             return None
