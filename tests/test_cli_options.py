@@ -151,3 +151,36 @@ def test_every_server_option_and_its_variable_are_in_the_docs_option_table():
     assert sorted(rows) == sorted(flag for flag, _spec in SERVER_OPTIONS)
     for flag, _spec in SERVER_OPTIONS:
         assert f"| `{env_name(flag)}` |" in rows[flag], rows[flag]
+
+
+@pytest.mark.parametrize(
+    ("argv", "runner", "text"),
+    [
+        (["prompt", "--runner", "hi via runner"], "1", "hi via runner"),
+        (["--runner", "prompt", "hi"], "1", "hi"),
+        (["prompt", "hi", "--runner"], "1", "hi"),
+        (["prompt", "--runner", "0", "hi"], "0", "hi"),
+        (["prompt", "--runner", "ON", "hi"], "1", "hi"),
+        (["prompt", "--runner=off", "hi"], "0", "hi"),
+    ],
+)
+def test_runner_takes_a_value_only_when_one_is_given_and_never_swallows_the_prompt(argv, runner, text):
+    from acp_server.cli.main import build_parser
+    from acp_server.cli.settings import bare_switches
+
+    args = build_parser().parse_args(bare_switches(argv))
+    assert (args.command, args.runner, args.text) == ("prompt", runner, text)
+
+
+def test_a_runner_value_that_is_no_switch_is_an_error_not_a_quiet_off(tmp_path):
+    env = {**os.environ, "ACP_SERVER_RUNNER": "banana"}
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_server", "--agent", "echo", "prompt", "x"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--runner: expected 1 or 0" in done.stderr and "'banana'" in done.stderr

@@ -13,7 +13,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from acp_server.cli.settings import add_server_options, agent_settings, config_file_problem, split_agent_command
+from acp_server.cli.settings import (
+    add_server_options,
+    agent_settings,
+    bare_switches,
+    config_file_problem,
+    split_agent_command,
+)
 
 if TYPE_CHECKING:
     from acp_server.acp.prompting import AgentOptions
@@ -180,7 +186,7 @@ def configure_logging(level: str, log_file: str | None, *, libraries: str | None
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ours, agent_command = split_agent_command(list(sys.argv[1:] if argv is None else argv))
-    args = parser.parse_args(ours)
+    args = parser.parse_args(bare_switches(ours))
     args.agent_command = agent_command
     try:
         configure_logging(args.log_level, args.log_file, libraries=args.log_libraries, agent=args.agent)

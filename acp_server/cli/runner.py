@@ -17,14 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp_server.cli.settings import SERVER_OPTIONS, add_server_options, agent_command_args
+from acp_server.cli.settings import SERVER_OPTIONS, SWITCH_ON, add_server_options, agent_command_args
 
 if TYPE_CHECKING:
     from acp_server.acp.prompting import AgentOptions
     from acp_server.rpc.trace import Trace
     from adapters.base import RuntimeAdapter
 
-TRUE = frozenset({"1", "true", "yes", "on"})
 NOT_HASHED = frozenset({"log_level", "log_file", "log_libraries", "runner"})
 CONTROL_TIMEOUT = 10.0  # seconds `status` waits for each runner; `stop` waits longer (turns end)
 STOP_TIMEOUT = 30.0
@@ -34,7 +33,7 @@ Build = Callable[[], "tuple[RuntimeAdapter, AgentOptions]"]
 
 def runner_on(args: argparse.Namespace) -> bool:
     value = getattr(args, "runner", None)
-    return value is not None and str(value).strip().lower() in TRUE
+    return value is not None and str(value).strip().lower() in SWITCH_ON
 
 
 def add_command(commands: Any) -> None:

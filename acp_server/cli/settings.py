@@ -34,6 +34,29 @@ if TYPE_CHECKING:  # for the checker only: `--help` does not pay for building th
         metavar: str
 
 
+SWITCH_ON = frozenset({"1", "true", "yes", "on"})
+SWITCH_OFF = frozenset({"0", "false", "no", "off"})
+SWITCHES = ("--runner",)  # flags whose value is optional: on by themselves
+
+
+def switch(value: str) -> str:
+    """A switch's value, "1" or "0"; anything else is an error, not a quiet "off"."""
+    word = value.strip().lower()
+    if word in SWITCH_ON | SWITCH_OFF:
+        return "1" if word in SWITCH_ON else "0"
+    raise argparse.ArgumentTypeError(f"expected 1 or 0 (or on/off, yes/no, true/false), not {value!r}")
+
+
+def bare_switches(argv: list[str]) -> list[str]:
+    """A switch not followed by one of its words (`--runner "the prompt's text"`, `--runner
+    sessions`) is `--runner=1`, so that it never takes the next word for its value."""
+    words = SWITCH_ON | SWITCH_OFF
+    return [
+        f"{word}=1" if word in SWITCHES and (at + 1 == len(argv) or argv[at + 1].strip().lower() not in words) else word
+        for at, word in enumerate(argv)
+    ]
+
+
 SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
     (
         "--agent",
@@ -122,6 +145,7 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
             "turns going when the editor goes away (1 with no value; 0 turns it off)",
             "nargs": "?",
             "const": "1",
+            "type": switch,
         },
     ),
     (
