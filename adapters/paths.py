@@ -6,6 +6,11 @@ from its root's descriptor following no symlink at all: `openat2(RESOLVE_BENEATH
 RESOLVE_NO_SYMLINKS)` where Linux has it, else an `O_NOFOLLOW` walk, one component at a time. So
 a symlink inside the workspace is followed only when it leads to a place inside, and a directory
 swapped for a symlink meanwhile makes the open fail (retried, then refused); it never leads out.
+
+`target` is the one place where a path an agent gives becomes the path that is used: checked,
+asked of the editor, shown in titles, `locations` and diffs. It is the path's real location
+(every symlink below the root resolved, then `..`), so a spelling whose `..` would cancel a
+symlink's name never names another file than the one checked.
 """
 
 from __future__ import annotations
@@ -48,15 +53,27 @@ class Place:
         return "/".join(self.parts) or "."
 
 
-def confine(path: str, *, cwd: str, roots: Sequence[str] = ()) -> str:
-    """The real absolute path of `path` (relative to cwd), or ToolRefused when it escapes the
-    roots (cwd when none are given) through `..`, a symlink or an absolute path. A check only:
-    open through `opened`, which does not trust it."""
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A path as it is used: `path`, absolute, is what is checked and what the editor is asked
+    for; `shown` names the same place for people (relative to the cwd when it lies there)."""
+
+    path: str
+    shown: str
+
+
+def target(path: str, *, cwd: str, roots: Sequence[str] = ()) -> Target:
+    """Where `path` (relative to cwd) really is, beneath one of the roots (cwd when none are
+    given): the root as the session names it, then the real names below it. A path whose
+    spelling and real location disagree (`link/../x` where `link` points elsewhere) is taken as
+    its real location, and shown as that. ToolRefused when it escapes the roots through `..`, a
+    symlink or an absolute path. A check only: open through `opened`, which does not trust it."""
     try:
-        place = _retried(lambda: _locate(path, cwd, roots))
+        place, named = _retried(lambda: _find(path, cwd, roots))
     except OSError as exc:
         raise ToolRefused(f"Cannot resolve {path}: {exc.strerror or exc}") from None
-    return os.path.join(place.root, *place.parts)
+    absolute = os.path.join(named, *place.parts)
+    return Target(absolute, place.relative if named == os.path.abspath(cwd) else absolute)
 
 
 @contextlib.contextmanager
@@ -130,16 +147,22 @@ def write_text(path: str, content: str, *, cwd: str, roots: Sequence[str] = ()) 
 
 
 def _locate(path: str, cwd: str, roots: Sequence[str]) -> Place:
+    return _find(path, cwd, roots)[0]
+
+
+def _find(path: str, cwd: str, roots: Sequence[str]) -> tuple[Place, str]:
+    """Where `path` leads (its root's real path and the names below), and that root as named."""
     try:
         real = os.path.realpath(os.path.join(cwd, path))
-        real_roots = [os.path.realpath(root) for root in roots or (cwd,)]
+        named = [os.path.abspath(root) for root in roots or (cwd,)]
+        real_roots = [os.path.realpath(root) for root in named]
     except ValueError:  # a NUL character
         raise ToolRefused(f"Refused: {path!r} is not a valid path") from None
-    for root in real_roots:
+    for root, name in zip(real_roots, named, strict=True):
         if real == root:
-            return Place(root, ())
+            return Place(root, ()), name
         if real.startswith(root.rstrip(os.sep) + os.sep):
-            return Place(root, tuple(real[len(root) :].strip(os.sep).split(os.sep)))
+            return Place(root, tuple(real[len(root) :].strip(os.sep).split(os.sep))), name
     raise ToolRefused(f"Refused: {path} is outside the session's workspace ({cwd})")
 
 

@@ -38,6 +38,7 @@ from adapters.events import (
     ToolKind,
     ToolStatus,
 )
+from adapters.paths import Target, target
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 COMMAND_TIMEOUT = 120.0  # seconds a `run` command may take unless its step says otherwise
@@ -358,9 +359,16 @@ class _Outcome:
 
 
 def _play_tool(step: ToolStep, turn: TurnInput, sink: Sink) -> None:
-    tool_call_id = sink.tool_call(step.tool, kind=step.kind, raw_input=step.raw_input, locations=_locations(step, turn))
+    try:
+        file = _file(step, turn)
+    except ToolRefused as exc:  # outside the workspace: nothing to show, ask or do
+        tool_call_id = sink.tool_call(step.tool, kind=step.kind, raw_input=step.raw_input)
+        sink.tool_update(tool_call_id, status="failed", content=[TextContent(str(exc))])
+        return
+    locations = () if file is None else (file.path,)
+    tool_call_id = sink.tool_call(step.tool, kind=step.kind, raw_input=step.raw_input, locations=locations)
     # The diff goes out before the question, so the user approves a change they have seen.
-    preview = _preview(step, turn, sink)
+    preview = _preview(step, file, sink)
     if preview:
         sink.tool_update(tool_call_id, content=preview)
     if step.ask:
@@ -372,7 +380,7 @@ def _play_tool(step: ToolStep, turn: TurnInput, sink: Sink) -> None:
             return
     sink.tool_update(tool_call_id, status="in_progress")
     try:
-        outcome = _operate(step, sink, tool_call_id, preview)
+        outcome = _operate(step, file, sink, tool_call_id, preview)
     except ToolRefused as exc:
         sink.tool_update(tool_call_id, status="failed", content=[TextContent(str(exc))])
         return
@@ -387,35 +395,33 @@ def _play_tool(step: ToolStep, turn: TurnInput, sink: Sink) -> None:
     )
 
 
-def _preview(step: ToolStep, turn: TurnInput, sink: Sink) -> tuple[ToolContent, ...]:
+def _preview(step: ToolStep, file: Target | None, sink: Sink) -> tuple[ToolContent, ...]:
     """The diff a `write_file` will make, old text read as the write will find it: from the
     editor's buffer when it serves `fs`, else from disk; `None` when it cannot be read (a new file)."""
-    if step.write_file is None:
+    if step.write_file is None or file is None:
         return ()
-    path = step.write_file.path
     try:
-        old_text: str | None = sink.read_text_file(path)
+        old_text: str | None = sink.read_text_file(file.path)
     except ToolRefused:
         old_text = None
-    return (DiffContent(path=_shown(turn, path), new_text=step.write_file.content, old_text=old_text),)
+    return (DiffContent(path=file.path, new_text=step.write_file.content, old_text=old_text),)
 
 
-def _locations(step: ToolStep, turn: TurnInput) -> tuple[str, ...]:
-    """The file a read or write touches, absolute, so an editor can follow along."""
+def _file(step: ToolStep, turn: TurnInput) -> Target | None:
+    """Where the file a read or write touches really is: the one path its locations and diff
+    name (absolute, so an editor can follow along) and the sink is asked for."""
     path = step.read_file if step.write_file is None else step.write_file.path
-    return () if path is None else (_shown(turn, path),)
+    roots = (turn.cwd, *turn.additional_directories)
+    return None if path is None else target(path, cwd=turn.cwd, roots=roots)
 
 
-def _shown(turn: TurnInput, path: str) -> str:
-    # ACP diffs name absolute paths; the sink resolves a relative one against the cwd too.
-    return os.path.normpath(os.path.join(turn.cwd, path))
-
-
-def _operate(step: ToolStep, sink: Sink, tool_call_id: str, preview: tuple[ToolContent, ...]) -> _Outcome:
-    if step.read_file is not None:
-        return _Outcome((TextContent(sink.read_text_file(step.read_file)),))
-    if step.write_file is not None:
-        sink.write_text_file(step.write_file.path, step.write_file.content)
+def _operate(
+    step: ToolStep, file: Target | None, sink: Sink, tool_call_id: str, preview: tuple[ToolContent, ...]
+) -> _Outcome:
+    if step.read_file is not None and file is not None:
+        return _Outcome((TextContent(sink.read_text_file(file.path)),))
+    if step.write_file is not None and file is not None:
+        sink.write_text_file(file.path, step.write_file.content)
         return _Outcome(preview)  # the diff the user approved: its old text was read once, for it
     if step.run is not None:
         timeout = step.timeout if step.timeout is not None else COMMAND_TIMEOUT

@@ -163,7 +163,9 @@ class Agent:
                 "content": {"type": "text", "text": f"You said {text}; I remember {remembered}."},
             },
         )
-        if "ask" in text:
+        if text.startswith(("fs/read_text_file ", "fs/write_text_file ")):
+            self.files(sid, text)
+        elif "ask" in text:
             self.notify(
                 sid,
                 {
@@ -215,6 +217,23 @@ class Agent:
         self.sessions.setdefault(sid, []).append(text)
         self.save()
         self.send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
+
+    def files(self, sid: str, text: str) -> None:
+        """A prompt `fs/read_text_file PATH` or `fs/write_text_file PATH CONTENT`: a tool call
+        naming PATH (and its diff), then the request with PATH exactly as given, and its answer
+        (null for an error) told as text."""
+        method, path, *content = text.split(" ", 2)
+        call: dict[str, Any] = {"sessionUpdate": "tool_call", "toolCallId": f"fs-{uuid.uuid4().hex[:6]}"}
+        call |= {"title": method, "kind": "edit" if content else "read", "locations": [{"path": path}]}
+        if content:
+            call["content"] = [{"type": "diff", "path": path, "oldText": None, "newText": content[0]}]
+        self.notify(sid, call)
+        params = {"sessionId": sid, "path": path} | ({"content": content[0]} if content else {})
+        answer = self.ask(method, params)
+        self.notify(
+            sid,
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f" fs={json.dumps(answer)}"}},
+        )
 
     def close(self, params: dict[str, Any]) -> Any:
         self.stale.discard(params["sessionId"])

@@ -424,6 +424,6 @@ def test_file_tools_name_their_absolute_paths_in_locations_and_a_reads_first_lin
     frames = [to_update(started) for started in record.of_kind(ToolCallStarted)]
     assert {f["title"]: f.get("locations") for f in frames if f is not None} == {
         "Read app.py": [{"path": app, "line": 2}],
-        "Edit ./app.py": [{"path": app}],
+        "Edit app.py": [{"path": app}],  # named where it is
         "Write notes.txt": [{"path": notes}],
     }

@@ -354,7 +354,7 @@ def test_read_file_shows_the_file_text():
     assert play([{"tool": "Read main.py", "kind": "read", "read_file": "main.py"}], sink)[1] == [
         started("Read main.py", "read"),
         update("in_progress"),
-        ("read_text_file", ("main.py",)),
+        ("read_text_file", (f"{CWD}/main.py",)),
         update("completed", [TextContent("print('hi')\n")]),
     ]
 
@@ -364,10 +364,10 @@ def test_write_file_shows_a_diff_with_an_absolute_path():
     steps = [{"tool": "Edit", "kind": "edit", "write_file": {"path": "src/../a.py", "content": "new\n"}}]
     assert play(steps, sink)[1] == [
         started("Edit", "edit"),
-        ("read_text_file", ("src/../a.py",)),
+        ("read_text_file", (f"{CWD}/a.py",)),
         update(None, [DiffContent(path=f"{CWD}/a.py", new_text="new\n", old_text="file text")]),
         update("in_progress"),
-        ("write_text_file", ("src/../a.py", "new\n")),
+        ("write_text_file", (f"{CWD}/a.py", "new\n")),
         update("completed", [DiffContent(path=f"{CWD}/a.py", new_text="new\n", old_text="file text")]),
     ]
 
@@ -378,7 +378,7 @@ def test_write_file_shows_its_diff_before_asking_permission():
     preview = DiffContent(path=f"{CWD}/a.py", new_text="new\n", old_text="old\n")
     assert play(steps, sink)[1] == [
         started("Edit", "edit"),
-        ("read_text_file", ("a.py",)),
+        ("read_text_file", (f"{CWD}/a.py",)),
         update(None, [preview]),
         ("request_permission", ("tool-1",)),
         update("failed", [TextContent("Permission denied by the user")]),
@@ -387,10 +387,10 @@ def test_write_file_shows_its_diff_before_asking_permission():
 
 def test_write_file_to_a_new_absolute_path_has_no_old_text():
     sink = RecordingSink(refuse="read_text_file")  # what the sink does for a file that is not there
-    steps = [{"tool": "Create", "write_file": {"path": "/tmp/new.txt", "content": "x"}}]
+    steps = [{"tool": "Create", "write_file": {"path": f"{CWD}/new.txt", "content": "x"}}]
     calls = play(steps, sink)[1]
-    assert calls[2] == update(None, [DiffContent("/tmp/new.txt", "x", None)])
-    assert calls[-1] == update("completed", [DiffContent("/tmp/new.txt", "x", None)])
+    assert calls[2] == update(None, [DiffContent(f"{CWD}/new.txt", "x", None)])
+    assert calls[-1] == update("completed", [DiffContent(f"{CWD}/new.txt", "x", None)])
 
 
 def test_run_shows_the_terminal_and_output_and_completes_on_exit_zero():
@@ -425,14 +425,26 @@ def test_a_run_step_gives_its_command_its_own_timeout():
 
 def test_a_refused_operation_fails_the_tool_and_the_turn_goes_on():
     sink = RecordingSink(refuse="read_text_file")
-    steps = [{"tool": "Read", "read_file": "/etc/passwd", "result": "unused"}, {"say": "after"}]
+    steps = [{"tool": "Read", "read_file": "notes.txt", "result": "unused"}, {"say": "after"}]
     assert play(steps, sink) == (
         "end_turn",
         [
             started("Read"),
             update("in_progress"),
-            ("read_text_file", ("/etc/passwd",)),
+            ("read_text_file", (f"{CWD}/notes.txt",)),
             update("failed", [TextContent("read_text_file refused: outside the workspace")]),
+            ("text", ("after",)),
+        ],
+    )
+
+
+def test_a_file_outside_the_workspace_fails_the_tool_before_the_sink_is_asked():
+    steps = [{"tool": "Read", "read_file": "/etc/passwd", "ask": True}, {"say": "after"}]
+    assert play(steps) == (
+        "end_turn",
+        [
+            started("Read"),
+            update("failed", [TextContent(f"Refused: /etc/passwd is outside the session's workspace ({CWD})")]),
             ("text", ("after",)),
         ],
     )

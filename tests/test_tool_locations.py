@@ -80,7 +80,7 @@ async def test_openai_reads_writes_and_edits_name_their_absolute_paths_and_a_rea
     app, new = str(tmp_path / "app.py"), str(tmp_path / "new.md")
     assert calls == {
         "Read app.py (lines 3-end)": [{"path": app, "line": 3}],
-        "Read ./app.py": [{"path": app}],
+        "Read app.py": [{"path": app}],  # named where it is, as the editor is asked
         "Edit app.py": [{"path": app}],
         "Write new.md": [{"path": new}],
     }

@@ -98,7 +98,7 @@ async def test_a_missing_local_file_fails_the_tool_with_a_clear_message(tmp_path
         sid = await editor.new_session(tmp_path)
         await editor.prompt(sid, "go")
         (failed,) = [u for u in tool_updates(editor, sid) if u.get("status") == "failed"]
-        assert failed["content"][0]["content"]["text"] == "No such file: nope.txt"
+        assert failed["content"][0]["content"]["text"] == f"No such file: {tmp_path / 'nope.txt'}"
 
 
 async def test_an_editor_error_on_read_fails_the_tool_and_the_turn_goes_on(tmp_path):

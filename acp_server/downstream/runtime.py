@@ -160,7 +160,8 @@ class AcpRuntime:
                     session.forgot = False
                     _say(sink, turn, FORGOT_NOTICE)
                 self._call(self._start_prompt, downstream, session, inbox, turn.prompt)
-            return _serve(inbox, sink, finish_allowed=downstream.quirks.has("leaves_calls_unfinished"))
+            roots = (turn.cwd, *turn.additional_directories)
+            return _serve(inbox, sink, roots=roots, finish_allowed=downstream.quirks.has("leaves_calls_unfinished"))
         finally:
             session.turn = None
             inbox.close()
@@ -247,7 +248,7 @@ class AcpRuntime:
             session.saved = session.theirs
 
 
-def _serve(inbox: Inbox, sink: Sink, *, finish_allowed: bool = False) -> StopReason:
+def _serve(inbox: Inbox, sink: Sink, *, roots: tuple[str, ...] = (), finish_allowed: bool = False) -> StopReason:
     """The turn in its worker thread: the link's items, in order, until the agent answers
     (calls it allowed and left open are completed then, when `finish_allowed`).
 
@@ -256,7 +257,7 @@ def _serve(inbox: Inbox, sink: Sink, *, finish_allowed: bool = False) -> StopRea
     something else comes. Each report costs the server a journal commit and a frame, whatever
     its size, and an agent that sends its deltas one by one (Hermes) would otherwise cost that
     for every few characters; the first chunk of a turn, and any after a pause, go at once."""
-    tools = ToolCalls(sink)
+    tools = ToolCalls(sink, roots=roots)
     held: Update | None = None  # text waiting for its time
     reported = -COALESCE  # when text was last reported (time.monotonic)
     while True:

@@ -3,17 +3,20 @@
 The agent's words are untrusted input: every field is read tolerantly (what does not fit is
 left out, never fails the turn). Tool calls keep the agent's ids where the sink accepts them;
 a call the agent updates before announcing it (or names only in a permission question) is
-started from what is known. Updates about the session rather than the turn (modes, options,
-commands) are the session's (`SessionState`), whichever turn they arrive in.
+started from what is known. Paths in `locations` and diffs are named where they really are
+(`adapters.paths.target`), as the files the agent asks for are. Updates about the session rather
+than the turn (modes, options, commands) are the session's (`SessionState`), whichever turn they
+arrive in.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from adapters.base import Sink
+from adapters.base import Sink, ToolRefused
 from adapters.events import (
     TOOL_KINDS,
     DiffContent,
@@ -25,6 +28,7 @@ from adapters.events import (
     ToolLocation,
     ToolStatus,
 )
+from adapters.paths import target
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +43,9 @@ class ToolCalls:
     """The agent's tool call ids and ours (the same unless the sink had to pick another), and
     which calls are still open (started, neither running nor done)."""
 
-    def __init__(self, sink: Sink) -> None:
+    def __init__(self, sink: Sink, *, roots: Sequence[str] = ()) -> None:
         self._sink = sink
+        self._roots = tuple(roots)  # the session's: cwd first
         self._ids: dict[str, str] = {}
         self._open: dict[str, ToolKind] = {}  # our id -> its kind, in the order started
         self._unended: dict[str, None] = {}  # our ids of calls not completed or failed yet
@@ -71,7 +76,7 @@ class ToolCalls:
             _text(call.get("title")) or "Tool call",
             kind=_kind(call.get("kind")) or "other",
             raw_input=call.get("rawInput"),
-            locations=_locations(call.get("locations")) or (),
+            locations=_locations(call.get("locations"), self.where) or (),
             tool_call_id=theirs or None,
         )
         if theirs:
@@ -93,7 +98,7 @@ class ToolCalls:
     def change(self, ours: str, call: Json, *, started: bool = False) -> None:
         fields: dict[str, Any] = {
             "status": _status(call.get("status")),
-            "content": _contents(call.get("content")),
+            "content": _contents(call.get("content"), self.where),
             "raw_output": call.get("rawOutput"),
         }
         if not started:  # a start already carried these
@@ -101,7 +106,7 @@ class ToolCalls:
                 "title": _text(call.get("title")),
                 "kind": _kind(call.get("kind")),
                 "raw_input": call.get("rawInput"),
-                "locations": _locations(call.get("locations")),
+                "locations": _locations(call.get("locations"), self.where),
             }
         if fields["status"] not in (None, "pending"):
             self._open.pop(ours, None)
@@ -109,6 +114,16 @@ class ToolCalls:
             self._unended.pop(ours, None)
         if any(value is not None for value in fields.values()):
             self._sink.tool_update(ours, **fields)
+
+    def where(self, path: str) -> str:
+        """Where a path the agent shows really is: beneath the session's roots as they are named,
+        else its real path anywhere; as spelled only when it names no place (a NUL)."""
+        if not self._roots:
+            return path
+        try:
+            return target(path, cwd=self._roots[0], roots=(*self._roots, os.sep)).path
+        except ToolRefused:
+            return path
 
     def finish_allowed(self) -> None:
         """Complete the calls a question allowed that the agent never ended (`leaves_calls_unfinished`:
@@ -185,7 +200,7 @@ def _block_text(value: Any) -> str:
     return f"[{kind}]" if isinstance(kind, str) and kind in ("image", "audio") else ""
 
 
-def _contents(value: Any) -> tuple[ToolContent, ...] | None:
+def _contents(value: Any, where: Callable[[str], str]) -> tuple[ToolContent, ...] | None:
     if not isinstance(value, list):
         return None
     found: list[ToolContent] = []
@@ -198,12 +213,12 @@ def _contents(value: Any) -> tuple[ToolContent, ...] | None:
         elif content.get("type") == "diff" and _absolute(content.get("path")):
             new, old = content.get("newText"), content.get("oldText")
             if isinstance(new, str):
-                found.append(DiffContent(cast(str, content["path"]), new, old if isinstance(old, str) else None))
+                found.append(DiffContent(where(content["path"]), new, old if isinstance(old, str) else None))
         # `terminal` content names a terminal of ours, and the agent was offered none.
     return tuple(found)
 
 
-def _locations(value: Any) -> tuple[ToolLocation, ...] | None:
+def _locations(value: Any, where: Callable[[str], str]) -> tuple[ToolLocation, ...] | None:
     if not isinstance(value, list):
         return None
     found: list[ToolLocation] = []
@@ -212,7 +227,7 @@ def _locations(value: Any) -> tuple[ToolLocation, ...] | None:
         path, line = place.get("path"), place.get("line")
         if _absolute(path):
             found.append(
-                Location(cast(str, path), line if isinstance(line, int) and _count(line) and line > 0 else None)
+                Location(where(cast(str, path)), line if isinstance(line, int) and _count(line) and line > 0 else None)
             )
     return tuple(found)
 

@@ -1,7 +1,9 @@
 """Text files for a turn: through the editor when it offered `fs.*`, else on the local disk.
 
 Either way a path must lie in the session's roots (cwd plus additional directories): paths that
-escape through `..`, symlinks or absolute paths are refused before the editor is asked. Local
+escape through `..`, symlinks or absolute paths are refused before the editor is asked, and the
+editor is asked for the path's real location (`adapters.paths.target`), the very place that was
+checked: never a spelling whose `..` cancels a symlink's name and names a file outside. Local
 access goes through the one path opener (`adapters.paths`), which also refuses symlinks swapped
 in while the file is opened. `slice_lines` and
 `replace_text` are also what the `prompt` client uses to serve `fs/*` from its own disk, so
@@ -21,7 +23,7 @@ from acp_server.protocol import methods
 from acp_server.protocol.answers import Acknowledged
 from acp_server.protocol.models import ReadTextFileResult
 from acp_server.turns.client import ClientCapabilities, EditorChannel
-from adapters.paths import confine, read_text, write_text
+from adapters.paths import read_text, target, write_text
 
 
 def slice_lines(text: str, line: int | None, limit: int | None) -> str:
@@ -67,6 +69,5 @@ class Files:
         await anyio.to_thread.run_sync(functools.partial(write_text, path, content, cwd=self.cwd, roots=self.roots))
 
     def _absolute(self, path: str) -> str:
-        """The absolute path the editor is asked about, once it is known to lie in the roots."""
-        confine(path, cwd=self.cwd, roots=self.roots)
-        return os.path.normpath(os.path.join(self.cwd, path))
+        """The path the editor is asked about: where `path` really is, inside the roots."""
+        return target(path, cwd=self.cwd, roots=self.roots).path

@@ -126,7 +126,7 @@ class HermesAdapter:
     def _run(self, session: _Session, turn: TurnInput, sink: Sink, goal: goals.SessionGoal) -> StopReason:
         agent = session.agent
         mcp.report(turn.session_id, sink)  # MCP servers that did not connect when the agent was built
-        reporter = Reporter(sink, cwd=turn.cwd)
+        reporter = Reporter(sink, cwd=turn.cwd, roots=turn.additional_directories)
         gate = Gate(sink, reporter, cwd=turn.cwd, roots=turn.additional_directories)
         _bind(agent, reporter, gate)
         agent.clear_interrupt()  # a cancel that came after the last run ended must not stop this one

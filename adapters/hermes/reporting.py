@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from adapters.base import Sink, TurnCancelled
@@ -21,8 +21,8 @@ SHOWN_OUTPUT = 4000  # characters of a tool's result shown as text in the editor
 class Reporter:
     """One turn's reports. Knows which of Hermes' tool calls are visible, refused, or carry a diff."""
 
-    def __init__(self, sink: Sink, *, cwd: str) -> None:
-        self.sink, self.cwd = sink, cwd
+    def __init__(self, sink: Sink, *, cwd: str, roots: Sequence[str] = ()) -> None:
+        self.sink, self.cwd, self.roots = sink, cwd, tuple(roots)
         self.streamed = False
         self._lock = threading.Lock()
         self._visible: dict[str, str] = {}  # Hermes' tool call id -> the id the editor sees
@@ -69,11 +69,11 @@ class Reporter:
                 return self._visible[call_id]
         visible = self._quietly(
             lambda: self.sink.tool_call(
-                title or title_of(name, args),
+                title or title_of(name, args, cwd=self.cwd, roots=self.roots),
                 kind=kind_of(name),
                 name=name,
                 raw_input=args,
-                locations=locations_of(name, args, cwd=self.cwd),
+                locations=locations_of(name, args, cwd=self.cwd, roots=self.roots),
                 tool_call_id=call_id or None,
             )
         )

@@ -20,6 +20,7 @@ from adapters.events import DiffContent, TerminalContent
 from adapters.hermes.reporting import Reporter
 from adapters.hermes.setup import hermes
 from adapters.hermes.tools import title_of
+from adapters.paths import target
 from adapters.shellwords import command_of
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ class Gate:
 
     def __init__(self, sink: Sink, reporter: Reporter, *, cwd: str, roots: Sequence[str]) -> None:
         self.sink, self.reporter, self.cwd = sink, reporter, cwd
-        self.roots = tuple(os.path.realpath(r) for r in (cwd, *roots))
+        self.roots = (cwd, *roots)
         self.allowed_commands: set[str] = set()
 
     def execute(
@@ -47,7 +48,9 @@ class Gate:
         if not subagent:
             return self._execute(name, args, call_id, next_call)
         key = f"{subagent}:{call_id}"
-        result = self._execute(name, args, key, next_call, title=f"Subagent: {title_of(name, args)}")
+        result = self._execute(
+            name, args, key, next_call, title=f"Subagent: {title_of(name, args, cwd=self.cwd, roots=self.roots)}"
+        )
         self.reporter.tool_completed(key, name, args, result)
         return result
 
@@ -144,13 +147,14 @@ class Gate:
         return old, old.replace(find, replace), path
 
     def _inside(self, path: Any) -> str | None:
-        """The absolute path when it lies in a workspace root (the editor knows those files)."""
+        """Where the path really is when that lies in a workspace root (the editor knows those
+        files): the path the editor is asked for and the diff names."""
         if not isinstance(path, str) or not path:
             return None
-        full = os.path.realpath(os.path.join(self.cwd, os.path.expanduser(path)))
-        if any(full == root or full.startswith(root + os.sep) for root in self.roots):
-            return full
-        return None
+        try:
+            return target(os.path.expanduser(path), cwd=self.cwd, roots=self.roots).path
+        except ToolRefused:
+            return None
 
 
 # --- the process-wide middleware ------------------------------------------------------------

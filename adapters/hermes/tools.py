@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
+from adapters.base import ToolRefused
 from adapters.events import Location, PlanEntry, ToolKind
+from adapters.paths import Target, target
 
 # Hermes' tool names -> ACP kinds; names not listed (plugins, MCP tools) are "other", and ask.
 KINDS: Mapping[str, ToolKind] = {
@@ -34,6 +36,7 @@ KINDS: Mapping[str, ToolKind] = {
     "memory": "other",
     "delegate_task": "other",
 }
+FILE_TOOLS = ("read_file", "write_file", "patch")
 MCP_PREFIX = "mcp__"  # Hermes names an MCP tool mcp__<server>__<tool>
 PLAN_STATUS: Mapping[str, Literal["pending", "in_progress", "completed"]] = {
     "pending": "pending",
@@ -48,9 +51,22 @@ def kind_of(name: str) -> ToolKind:
     return KINDS.get(name, "other")
 
 
-def title_of(name: str, args: Mapping[str, Any]) -> str:
-    """A short title an editor can show in one line."""
-    path = _text(args.get("path"))
+def file_of(path: Any, *, cwd: str, roots: Sequence[str] = ()) -> Target | None:
+    """Where a file tool's `path` really is (`~` as home, as Hermes reads it): beneath the
+    session's roots as they are named, else its real path anywhere (Hermes' own tools go there,
+    once allowed); None for no path, or one that names no place (a NUL)."""
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        return target(os.path.expanduser(path), cwd=cwd, roots=(cwd, *roots, os.sep))
+    except ToolRefused:
+        return None
+
+
+def title_of(name: str, args: Mapping[str, Any], *, cwd: str, roots: Sequence[str] = ()) -> str:
+    """A short title an editor can show in one line; a file is named by its real location."""
+    file = file_of(args.get("path"), cwd=cwd, roots=roots)
+    path = file.shown if file is not None and name in FILE_TOOLS else _text(args.get("path"))
     match name:
         case "read_file":
             return f"Read {path}"
@@ -75,15 +91,15 @@ def title_of(name: str, args: Mapping[str, Any]) -> str:
             return name.replace("_", " ").capitalize()
 
 
-def locations_of(name: str, args: Mapping[str, Any], *, cwd: str) -> tuple[Location, ...]:
-    """The file (or searched directory) a file tool touches, absolute as Hermes resolves it
-    (against the session's cwd, `~` as home), with the line a read starts at."""
-    path = args.get("path")
-    if not isinstance(path, str) or not path or name not in ("read_file", "write_file", "patch", "search_files"):
+def locations_of(name: str, args: Mapping[str, Any], *, cwd: str, roots: Sequence[str] = ()) -> tuple[Location, ...]:
+    """The file (or searched directory) a file tool touches, where it really is (`file_of`),
+    with the line a read starts at."""
+    file = file_of(args.get("path"), cwd=cwd, roots=roots)
+    if file is None or name not in (*FILE_TOOLS, "search_files"):
         return ()
     offset = args.get("offset") if name == "read_file" else None
     line = offset if isinstance(offset, int) and not isinstance(offset, bool) and offset >= 1 else None
-    return (Location(os.path.normpath(os.path.join(cwd, os.path.expanduser(path))), line),)
+    return (Location(file.path, line),)
 
 
 def plan_of(result: Any) -> tuple[PlanEntry, ...] | None:

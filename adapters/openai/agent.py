@@ -194,7 +194,7 @@ class OpenAIAdapter:
             self, turn, sink, model, abort, schemas, estimate if known_model == model else context.DEFAULT
         )
         try:
-            return self._rounds(request, history, Workspace(sink, turn.cwd), tools)
+            return self._rounds(request, history, Workspace(sink, turn.cwd, turn.additional_directories), tools)
         finally:
             with self._lock:
                 self._estimates[turn.session_id] = (model, request.estimate)

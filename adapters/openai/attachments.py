@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 from adapters.base import Sink, ToolRefused
 from adapters.openai.jsonvalues import is_object
-from adapters.paths import confine
+from adapters.paths import target
 
 MAX_ATTACHED_CHARS = 50_000
 
@@ -64,8 +64,7 @@ def _link(block: dict[str, Any], sink: Sink, *, cwd: str, roots: Sequence[str]) 
     if path is None:
         return f"[linked: {uri}]"
     try:
-        confine(path, cwd=cwd, roots=(cwd, *roots))
-        return _attached(uri, sink.read_text_file(path))
+        return _attached(uri, sink.read_text_file(target(path, cwd=cwd, roots=(cwd, *roots)).path))
     except (ToolRefused, OSError, UnicodeError) as exc:
         return f"[linked: {uri} (not attached: {exc})]"
 

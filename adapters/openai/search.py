@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from adapters.base import ToolRefused
-from adapters.paths import READ, Place, confine, opened
+from adapters.paths import READ, Place, opened, target
 
 MAX_ENTRIES = 1000
 MAX_MATCHES = 200
@@ -52,7 +52,7 @@ def _listed(entry: os.DirEntry[str], path: str, cwd: str) -> tuple[bool, str]:
     """(not a directory, the line) for one entry; a symlink's target is looked at only inside."""
     if entry.is_symlink():
         try:
-            confine(path, cwd=cwd)
+            target(path, cwd=cwd)
         except ToolRefused:
             return True, f"{entry.name} (a symlink to outside the workspace)"
     is_dir = entry.is_dir()

@@ -9,7 +9,6 @@ becomes a tool error for the model (the turn goes on) and a `failed` tool call f
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from adapters.events import (
 )
 from adapters.openai import search
 from adapters.openai.jsonvalues import is_object
+from adapters.paths import Target, target
 
 MAX_RESULT_CHARS = 50_000
 MAX_READ_LINES = 2000
@@ -36,13 +36,16 @@ MAX_COMMAND_TIMEOUT = 600.0
 
 @dataclass(frozen=True, slots=True)
 class Workspace:
-    """What a tool runs against: the turn's sink and its working directory."""
+    """What a tool runs against: the turn's sink, its working directory and the other roots."""
 
     sink: Sink
     cwd: str
+    roots: tuple[str, ...] = ()  # the session's additional directories
 
-    def absolute(self, path: str) -> str:
-        return os.path.normpath(os.path.join(self.cwd, path))
+    def target(self, path: str) -> Target:
+        """Where `path` really is: the one path a file tool names in its title, locations and
+        diff and hands to the sink, so the editor is asked for the place that was checked."""
+        return target(path, cwd=self.cwd, roots=(self.cwd, *self.roots))
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,7 @@ def _int(args: Mapping[str, Any], name: str, *, minimum: int = 1) -> int | None:
 
 
 def _read_file(args: Mapping[str, Any], ws: Workspace) -> Action:
-    path = _str(args, "path")
+    file = ws.target(_str(args, "path"))
     start, end = _int(args, "start_line"), _int(args, "end_line")
     if start is not None and end is not None and end < start:
         raise ToolRefused("end_line must not be before start_line")
@@ -177,23 +180,24 @@ def _read_file(args: Mapping[str, Any], ws: Workspace) -> Action:
     lines = f" (lines {start or 1}-{end if end is not None else 'end'})" if start or end else ""
 
     def run(tid: str) -> Outcome:
-        text = ws.sink.read_text_file(path, line=start, limit=limit or (MAX_READ_LINES + 1 if start else None))
+        text = ws.sink.read_text_file(file.path, line=start, limit=limit or (MAX_READ_LINES + 1 if start else None))
         rows = text.splitlines(keepends=True)
         if len(rows) > MAX_READ_LINES:
             first = (start or 1) + MAX_READ_LINES
             text = "".join(rows[:MAX_READ_LINES]) + f"\n[file continues; read on with start_line={first}]"
         return Outcome(text or "(empty)", raw_output={"lines": min(len(rows), MAX_READ_LINES)})
 
-    return Action(f"Read {path}{lines}", "read", run, locations=(Location(ws.absolute(path), start),))
+    return Action(f"Read {file.shown}{lines}", "read", run, locations=(Location(file.path, start),))
 
 
 def _list_directory(args: Mapping[str, Any], ws: Workspace) -> Action:
     path = _str(args, "path", required=False) or "."
+    where = ws.target(path)
     return Action(
-        f"List {path}",
+        f"List {where.shown}",
         "search",
         lambda tid: Outcome(search.list_directory(ws.cwd, path)),
-        locations=(ws.absolute(path),),
+        locations=(where.path,),
     )
 
 
@@ -205,36 +209,38 @@ def _search_text(args: Mapping[str, Any], ws: Workspace) -> Action:
         found = search.search_text(ws.cwd, pattern, path, check=ws.sink.check_cancelled)
         return Outcome(found.text, (TextContent(f"{found.matches} matches"),), raw_output={"matches": found.matches})
 
-    where = "" if path == "." else f" in {path}"
-    return Action(f"Search for {pattern!r}{where}", "search", run, locations=(ws.absolute(path),))
+    within = ws.target(path)
+    where = "" if within.shown == "." else f" in {within.shown}"
+    return Action(f"Search for {pattern!r}{where}", "search", run, locations=(within.path,))
 
 
 def _write_file(args: Mapping[str, Any], ws: Workspace) -> Action:
-    path, content = _str(args, "path"), _str(args, "content", empty=True)
+    file, content = ws.target(_str(args, "path")), _str(args, "content", empty=True)
     diff: list[DiffContent] = []
 
     def preview() -> tuple[ToolContent, ...]:
         try:
-            old: str | None = ws.sink.read_text_file(path)
+            old: str | None = ws.sink.read_text_file(file.path)
         except ToolRefused:
             old = None
-        diff.append(DiffContent(path=ws.absolute(path), new_text=content, old_text=old))
+        diff.append(DiffContent(path=file.path, new_text=content, old_text=old))
         return tuple(diff)
 
     def run(tid: str) -> Outcome:
-        ws.sink.write_text_file(path, content)
-        return Outcome(f"Wrote {path} ({len(content.splitlines())} lines).", tuple(diff))
+        ws.sink.write_text_file(file.path, content)
+        return Outcome(f"Wrote {file.shown} ({len(content.splitlines())} lines).", tuple(diff))
 
-    return Action(f"Write {path}", "edit", run, locations=(ws.absolute(path),), ask=True, preview=preview)
+    return Action(f"Write {file.shown}", "edit", run, locations=(file.path,), ask=True, preview=preview)
 
 
 def _edit_file(args: Mapping[str, Any], ws: Workspace) -> Action:
-    path, old_string = _str(args, "path"), _str(args, "old_string")
+    file, old_string = ws.target(_str(args, "path")), _str(args, "old_string")
+    path = file.shown
     new_string = _str(args, "new_string", empty=True)
     diff: list[DiffContent] = []
 
     def preview() -> tuple[ToolContent, ...]:
-        old = ws.sink.read_text_file(path)
+        old = ws.sink.read_text_file(file.path)
         count = old.count(old_string)
         if count == 0:
             raise ToolRefused(
@@ -245,14 +251,14 @@ def _edit_file(args: Mapping[str, Any], ws: Workspace) -> Action:
                 f"old_string occurs {count} times in {path}; include more surrounding text so that it is unique"
             )
         new = old.replace(old_string, new_string, 1)
-        diff.append(DiffContent(path=ws.absolute(path), new_text=new, old_text=old))
+        diff.append(DiffContent(path=file.path, new_text=new, old_text=old))
         return tuple(diff)
 
     def run(tid: str) -> Outcome:
-        ws.sink.write_text_file(path, diff[0].new_text)
+        ws.sink.write_text_file(file.path, diff[0].new_text)
         return Outcome(f"Edited {path}.", tuple(diff))
 
-    return Action(f"Edit {path}", "edit", run, locations=(ws.absolute(path),), ask=True, preview=preview)
+    return Action(f"Edit {path}", "edit", run, locations=(file.path,), ask=True, preview=preview)
 
 
 def _run_command(args: Mapping[str, Any], ws: Workspace) -> Action:
