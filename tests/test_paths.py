@@ -25,7 +25,7 @@ from acp_server.acp.handlers import AcpAgent
 from adapters import paths
 from adapters.base import ToolRefused
 from adapters.openai.search import list_directory, search_text
-from adapters.paths import read_text, target, write_text
+from adapters.paths import Target, read_text, target, write_text
 from adapters.scripted import ScriptedAdapter
 
 SECRET = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -124,6 +124,31 @@ def test_a_symlink_inside_the_workspace_is_followed_for_reads_and_writes_and_sta
     assert (tree.work / "real" / "script.sh").stat().st_mode & 0o777 == 0o750
     assert (tree.work / "real" / "made" / "deep" / "file.txt").read_text() == "created"
     assert sorted(p.name for p in (tree.work / "real").iterdir()) == ["made", "script.sh"]  # no temporary left
+
+
+def test_a_path_is_taken_as_its_real_location_under_the_root_as_the_session_names_it(
+    tree: Tree, tmp_path: Path
+) -> None:
+    deep = tree.work / "node_modules" / ".pnpm" / "pad@1" / "node_modules" / "pad"
+    deep.mkdir(parents=True)
+    (tree.work / "node_modules" / "pad").symlink_to(".pnpm/pad@1/node_modules/pad")
+    (tmp_path / "named").symlink_to(tree.work)  # the cwd as an editor may name it
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    cwd, roots = str(tmp_path / "named"), (str(tmp_path / "named"), str(extra))
+
+    found = target("node_modules/pad/../../../outside/credentials", cwd=cwd, roots=roots)
+    assert found == Target(f"{cwd}/node_modules/.pnpm/outside/credentials", "node_modules/.pnpm/outside/credentials")
+    assert target(found.path, cwd=cwd, roots=roots) == found  # what is asked for resolves to itself
+    assert (
+        target("node_modules/pad/index.js", cwd=cwd, roots=roots).shown
+        == "node_modules/.pnpm/pad@1/node_modules/pad/index.js"
+    )
+    assert target(".", cwd=cwd, roots=roots) == Target(cwd, ".")
+    assert target(str(extra / "a.txt"), cwd=cwd, roots=roots) == Target(str(extra / "a.txt"), str(extra / "a.txt"))
+    for path in ("../outside/credentials", "node_modules/pad/../../../../../../outside/credentials", str(tree.outside)):
+        with pytest.raises(ToolRefused, match="outside the session's workspace"):
+            target(path, cwd=cwd, roots=roots)
 
 
 def test_absolute_paths_are_taken_in_any_root_and_refused_elsewhere(tree: Tree, tmp_path: Path, opener: str) -> None:
