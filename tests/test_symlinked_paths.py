@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -271,5 +272,26 @@ async def test_hermes_reads_and_writes_through_a_pnpm_symlink_only_inside_the_wo
     assert [{"title": q["title"], "path": q["locations"][0]["path"]} for q in questions(editor)] == expected
     assert all(SECRET not in request.raw.decode() for request in fake.requests)
     assert SECRET not in json.dumps(editor.frames)
+    assert home.untouched()
+    assert (home.project / PNPM / ".bashrc").read_text() == PAYLOAD
+
+
+def test_through_acp_server_prompt_an_acp_agent_below_reads_and_writes_only_inside_the_workspace(home: Home) -> None:
+    """`acp-server prompt` serves `fs/*` from its own disk, whatever path the server names."""
+    agent = ("--", sys.executable, FAKE_AGENT, "--store", str(home.home.parent / "store.json"))
+    told = []
+    for request in (
+        f"{methods.FS_READ_TEXT_FILE} {home.project}/{READ_KEY}",
+        f"{methods.FS_WRITE_TEXT_FILE} {home.project}/{WRITE_RC} {PAYLOAD}",
+    ):
+        argv = [sys.executable, "-m", "acp_server", "prompt", "--agent", "acp", "--cwd", str(home.project), request]
+        done = subprocess.run(
+            [*argv, *agent], input="", capture_output=True, text=True, timeout=60, start_new_session=True
+        )
+        assert done.returncode == 0, done.stderr
+        told.append(done.stdout)
+
+    assert "fs=null" in told[0] and "fs={}" in told[1]
+    assert SECRET not in "".join(told)
     assert home.untouched()
     assert (home.project / PNPM / ".bashrc").read_text() == PAYLOAD
