@@ -3,10 +3,12 @@ symlinks that point deeper into the project (`node_modules/left-pad -> .pnpm/lef
 node_modules/left-pad`): `node_modules/left-pad/../../../.ssh/id_rsa` really lies inside
 (`node_modules/.pnpm/.ssh/id_rsa`) though its spelling, `..` taken literally, names `~/.ssh/id_rsa`.
 
-The openai agent (a fake model on 127.0.0.1), the scripted agent and an ACP agent below (a real
-subprocess) read and write through such paths in `ask` and `accept-edits` modes; the fake editor
-serves `fs/*` from the disk, as an editor does. The editor is asked only for real places inside
-the workspace, the key never reaches the model or the editor, and nothing outside is written.
+The openai agent and Hermes (a fake model on 127.0.0.1), the scripted agent and an ACP agent
+below (a real subprocess) read and write through such paths in `ask` and `accept-edits` modes;
+the fake editor serves `fs/*` from the disk, as an editor does (and so does the real `acp-server
+prompt` client, last). The editor is asked only for real places inside the workspace, and titles,
+`locations`, diffs and questions name those; the key never reaches the model or the editor, and
+nothing outside is written.
 """
 
 from __future__ import annotations
