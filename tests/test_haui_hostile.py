@@ -150,7 +150,9 @@ async def test_a_long_one_line_reply_is_shown_the_same_live_and_replayed(tmp_pat
                         {"say": "\n"},
                         {"say": "`", "repeat": 3},
                         {"say": "hermes-ui\n"},
-                        *({"say": piece} for piece in json.dumps(envelope(STAT))),
+                        {"say": json.dumps(envelope(STAT))[:20]},
+                        {"tool": "Look", "kind": "other", "result": "seen"},  # inside the fence
+                        *({"say": piece} for piece in json.dumps(envelope(STAT))[20:]),
                         {"say": "\n```\n"},
                         {"say": " ", "repeat": 2_000},
                         {"say": "tail ", "repeat": 2_000},
@@ -161,4 +163,5 @@ async def test_a_long_one_line_reply_is_shown_the_same_live_and_replayed(tmp_pat
     )
     live, later, sid = await live_then_reload(tmp_path, agent)
     assert merged(live.updates[sid]) == merged(later.updates[sid])
+    assert "tool_call" in [update["sessionUpdate"] for update in merged(later.updates[sid])]
     assert live.text(sid) == "word " * 5_000 + "\n\n**Tests** 412 +12\n\n" + " " * 2_000 + "tail " * 2_000
