@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from acp_server.haui.text import as_dict, as_list
@@ -50,21 +51,17 @@ def names_schema(body: str) -> bool:
 
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
-_BRACKETS = re.compile(r"[\[\]{}]")
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _CLOSER_AHEAD = re.compile(r"\s*[\]}]")
 
 
 def nesting(text: str) -> int:
     """How deep arrays and objects nest in JSON text, found by a scan that skips strings as the
-    decoder does (what follows a syntax error only counts more)."""
-    depth = deepest = 0
-    for bracket in _BRACKETS.findall(_STRING.sub("", text)):
-        if bracket in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            depth = max(depth - 1, 0)
-    return deepest
+    decoder does: up to a syntax error it counts as the decoder goes, and the decoder stops
+    there, so it never says less than the decoder would recurse."""
+    brackets = _NOT_BRACKETS.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
 def loads(text: str) -> Any:
@@ -105,6 +102,8 @@ def read_envelope(body: str) -> Envelope:
     """The envelope of a hermes-ui fence body, repaired and checked."""
     if len(body.encode("utf-8", "replace")) > MAX_BODY_BYTES:
         return Envelope(rejected="too large")
+    if nesting(body) > MAX_NESTING and nesting(body.translate(_CURLY)) > MAX_NESTING:
+        return Envelope(rejected="not JSON", words=string_literals(body))  # no repair nests less
     try:
         value = loads_repaired(body)
     except ValueError:
