@@ -13,8 +13,13 @@ the warm one. `--db PATH` keeps the journal (built there unless it exists, then 
 is, cache included); copy a fresh one to time a cold load again. The client parses every frame
 as an editor would, which on a long session costs it more than the server spends; `--raw` reads
 the frames as bytes and only finds the response, so the time is the server's to its last frame.
+`--cold` loads a fresh copy of the journal each run (every run replays from the events).
+`--haui off` starts the server with HAUI off (replies replayed as written, not through the
+fence scanner). A turn's deltas are one line of text, so `--turns 1 --chunks 1000000` times
+the replay of a single-line reply of a million pieces (no run over 1 MB is cached: every run
+replays from its events).
 
-    .venv/bin/python bench/load.py [--turns 200] [--chunks 50] [--runs 3] [--db PATH] [--raw]
+    .venv/bin/python bench/load.py [--turns 200] [--chunks 50] [--runs 3] [--db PATH] [--raw] [--cold] [--haui off]
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -96,8 +103,8 @@ class Load:
 RESPONSE = b'{"jsonrpc":"2.0","id":2,'  # the load's answer, as the server writes it
 
 
-def measure(db: Path, session_id: str, *, raw: bool = False) -> Load:
-    command = [sys.executable, "-m", "acp_server", "--agent", "echo", "--db", str(db)]
+def measure(db: Path, session_id: str, *, raw: bool = False, haui: str = "on") -> Load:
+    command = [sys.executable, "-m", "acp_server", "--agent", "echo", "--db", str(db), "--haui", haui]
     server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert server.stdin and server.stdout
 
@@ -154,6 +161,18 @@ def read_raw(fd: int) -> tuple[int, dict[str, Any]]:
             lines += 1
 
 
+def fresh(db: Path, tmp: Path) -> Path:
+    """A copy of the journal as built, its replay cache empty: the load replays every run."""
+    copy = tmp / "cold.db"
+    for suffix in ("-wal", "-shm", ""):
+        Path(f"{copy}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(db, copy)
+    with sqlite3.connect(copy) as connection:
+        connection.execute("DELETE FROM run_cache")
+    connection.close()
+    return copy
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
@@ -161,6 +180,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--db", type=Path, help="keep the journal here (reused if it exists)")
     parser.add_argument("--raw", action="store_true", help="do not parse the frames (the server's time alone)")
+    parser.add_argument("--haui", choices=("on", "off"), default="on", help="the server's --haui (default on)")
+    parser.add_argument("--cold", action="store_true", help="every run loads a fresh copy (no replay cache)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db: Path = args.db or Path(tmp) / "journal.db"
@@ -173,16 +194,20 @@ def main() -> None:
                 f"built {args.turns} turns x {args.chunks} chunks + a tool call each "
                 f"in {time.perf_counter() - started:.2f} s ({db.stat().st_size / 1e6:.1f} MB)"
             )
-        results = [measure(db, SESSION_ID, raw=args.raw) for _ in range(args.runs)]
+        results = [
+            measure(fresh(db, Path(tmp)) if args.cold else db, SESSION_ID, raw=args.raw, haui=args.haui)
+            for _ in range(args.runs)
+        ]
     for n, load in enumerate(results, 1):
         print(
             f"run {n}: load {load.seconds * 1000:.1f} ms (server CPU {load.cpu * 1000:.0f} ms), "
             f"{load.notifications} notifications, RSS before {load.rss_kib / 1024:.1f} MB, "
             f"peak {load.peak_kib / 1024:.1f} MB (+{(load.peak_kib - load.rss_kib) / 1024:.1f} MB)"
         )
-    warm = results[1:] or results
+    warm = results if args.cold else results[1:] or results
+    which = "cold" if args.cold else "warm"
     print(
-        f"median load time (warm runs): {statistics.median(r.seconds for r in warm) * 1000:.1f} ms, "
+        f"median load time ({which} runs): {statistics.median(r.seconds for r in warm) * 1000:.1f} ms, "
         f"server CPU {statistics.median(r.cpu for r in warm) * 1000:.0f} ms; "
         f"median peak RSS growth: {statistics.median((r.peak_kib - r.rss_kib) / 1024 for r in results):.1f} MB"
     )

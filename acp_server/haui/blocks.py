@@ -5,12 +5,25 @@ model value goes through `text` (escaped, trimmed); links are kept only when saf
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from acp_server.haui.text import BODY_LIMIT, as_dict, as_list, body, cell, code_span, number, plain, trim
+from acp_server.haui.text import (
+    BODY_LIMIT,
+    as_dict,
+    as_list,
+    body,
+    cell,
+    code_block,
+    code_span,
+    line_endings,
+    number,
+    plain,
+    trim,
+)
 
 MAX_COLUMNS = 8
 MAX_ROWS = 50
@@ -70,7 +83,14 @@ def _table(header: list[str], rows: list[list[str]], right: list[bool]) -> list[
 
 
 def _numeric(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A number a sparkline can scale: finite as a float (json.loads also reads NaN, Infinity
+    and integers of hundreds of digits)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def table(props: dict[str, Any]) -> str:
@@ -137,8 +157,9 @@ def _spark(values: list[float | None]) -> str:
     if not present:
         return ""
     low, high = min(present), max(present)
-    scale = (len(SPARKS) - 1) / (high - low) if high > low else 0
-    return "".join(" " if v is None else SPARKS[round((v - low) * scale)] for v in values)
+    span = high / 2 - low / 2  # in halves: the span of two large floats does not overflow
+    steps = len(SPARKS) - 1
+    return "".join(" " if v is None else SPARKS[round((v / 2 - low / 2) / span * steps) if span else 0] for v in values)
 
 
 def chart(props: dict[str, Any]) -> str:
@@ -235,7 +256,8 @@ def _action(item: dict[str, Any]) -> str | None:
     if kind == "open_url" and (url := safe_url(_first(item, "url", "value"))) is not None:
         return f"- [{label or plain(url)}]({url})"
     if kind == "copy" and isinstance(value := item.get("value"), str) and 0 < len(value) <= MAX_COPY:
-        shown = _code_block(value) if "\n" in value else code_span(value)
+        lines = line_endings(value).split("\n")
+        shown = f"\n\n{code_block(lines, indent='  ')}" if len(lines) > 1 else code_span(value)
         return f"- {label or 'Copy'}: {shown}"
     if kind == "ask" and (prompt := plain(_first(item, "prompt", "value", "text", "label"))):
         return f"- Suggested reply: “{prompt}”"
@@ -248,13 +270,6 @@ def actions(props: dict[str, Any]) -> str:
     if not lines:
         raise InvalidProps("no usable action")
     return "\n".join(_title(props) + lines)
-
-
-def _code_block(value: str) -> str:
-    """A multi-line value as a fenced block inside the list item, exact to the character."""
-    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", value)), default=0) + 1)
-    inner = "\n".join("  " + line if line else "" for line in value.split("\n"))
-    return f"\n\n  {fence}\n{inner}\n  {fence}"
 
 
 Render = Callable[[dict[str, Any]], str]

@@ -1,7 +1,7 @@
 """Reading a HAUI fence body into blocks, by the contract's rules: the envelope's schema and
-version, at most 16 blocks, ids made valid and unique, a 32 KB cap on the body; and, before
-any of that, the repair of the slips models commonly make (curly quotes, trailing commas, a
-bare array or a single block, a missing or quoted version).
+version, at most 16 blocks, ids made valid and unique, a 32 KB cap on the body and 32 levels
+of nesting; and, before any of that, the repair of the slips models commonly make (curly
+quotes, trailing commas, a bare array or a single block, a missing or quoted version).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from acp_server.haui.text import as_dict, as_list
@@ -17,6 +18,7 @@ SCHEMA = "hermes.adaptive-ui"
 VERSION = 1
 MAX_BLOCKS = 16
 MAX_BODY_BYTES = 32 * 1024
+MAX_NESTING = 32  # arrays and objects: an envelope needs about 15; json.loads recurses per level
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _CURLY = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2033": '"', "\u2018": "'", "\u2019": "'"})
 
@@ -48,14 +50,36 @@ def names_schema(body: str) -> bool:
     )
 
 
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_CLOSER_AHEAD = re.compile(r"\s*[\]}]")
+
+
+def nesting(text: str) -> int:
+    """How deep arrays and objects nest in JSON text, found by a scan that skips strings as the
+    decoder does: up to a syntax error it counts as the decoder goes, and the decoder stops
+    there, so it never says less than the decoder would recurse."""
+    brackets = _NOT_BRACKETS.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def loads(text: str) -> Any:
+    """`json.loads`, for text nested at most MAX_NESTING deep (the decoder recurses once per
+    level: 10,000 levels raise RecursionError). Raises ValueError otherwise."""
+    if nesting(text) > MAX_NESTING:
+        raise ValueError(f"nested deeper than {MAX_NESTING} levels")
+    return json.loads(text)
+
+
 def loads_repaired(body: str) -> Any:
     """The JSON value of `body`, repairing curly quotes and trailing commas if it does not parse.
-    Raises ValueError when even the repaired text is not JSON."""
+    Raises ValueError when even the repaired text is not JSON (or nests too deeply)."""
     try:
-        return json.loads(body)
+        return loads(body)
     except ValueError:
         pass
-    return json.loads(_drop_trailing_commas(body.translate(_CURLY)))
+    return loads(_drop_trailing_commas(body.translate(_CURLY)))
 
 
 def _drop_trailing_commas(text: str) -> str:
@@ -68,7 +92,7 @@ def _drop_trailing_commas(text: str) -> str:
             escaped = char == "\\" and not escaped
         elif char == '"':
             in_string = True
-        elif char == "," and text[index + 1 :].lstrip()[:1] in ("}", "]"):
+        elif char == "," and _CLOSER_AHEAD.match(text, index + 1) is not None:
             continue
         out.append(char)
     return "".join(out)
@@ -78,13 +102,15 @@ def read_envelope(body: str) -> Envelope:
     """The envelope of a hermes-ui fence body, repaired and checked."""
     if len(body.encode("utf-8", "replace")) > MAX_BODY_BYTES:
         return Envelope(rejected="too large")
+    if nesting(body) > MAX_NESTING and nesting(body.translate(_CURLY)) > MAX_NESTING:
+        return Envelope(rejected="not JSON", words=string_literals(body))  # no repair nests less
     try:
         value = loads_repaired(body)
     except ValueError:
         try:
             value = loads_repaired(close_truncated(body.translate(_CURLY)))
         except ValueError:
-            return Envelope(rejected="not JSON", words=_string_literals(body))
+            return Envelope(rejected="not JSON", words=string_literals(body))
     return envelope_of(value)
 
 
@@ -139,7 +165,7 @@ _SKIPPED_KEYS = frozenset({"type", "id", "schema", "version", "tone", "trend", "
 _TOKEN = re.compile(r'"((?:[^"\\\n]|\\.)*)("?)(\s*:)?')
 
 
-def _string_literals(body: str) -> list[Any]:
+def string_literals(body: str) -> list[Any]:
     """The string values of text that is not JSON (keys, and values of keys like `type`, left
     out), to show it as words; an unterminated last string counts."""
     values: list[Any] = []

@@ -1,20 +1,25 @@
 """A HAUI fence as Markdown: the envelope's blocks drawn in order (neighbouring stats on one
 line, disclosures as titled sections), a block that cannot be drawn shown by its fallback or
 its own words under a "shown as text" note, and a fence that is no envelope shown as text.
+Drawing never fails: whatever a block or a fence raises, it is shown as text (and logged), so
+one reply can neither fail its turn nor a later `session/load` that replays it.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from acp_server.haui.blocks import MAX_DEPTH, RENDERERS, InvalidProps, stat, without_refused_urls
-from acp_server.haui.envelope import Block, Envelope, names_schema, number_blocks, read_envelope
+from acp_server.haui.blocks import MAX_DEPTH, RENDERERS, InvalidProps, without_refused_urls
+from acp_server.haui.envelope import Block, Envelope, names_schema, number_blocks, read_envelope, string_literals
 from acp_server.haui.text import BODY_LIMIT, TEXT_LIMIT, body, plain, trim, words
 from acp_server.haui.vivid import read_vivid
 
 HAUI_FENCES = frozenset({"hermes-ui", "hermes_ui", "hermesui", "haui"})
 VIVID_FENCE = "vivid"
 SHOWN_AS_TEXT = "_(shown as text)_"
+
+log = logging.getLogger(__name__)
 
 
 def fence_kind(info: str) -> str | None:
@@ -32,8 +37,15 @@ def render_fence(kind: str, fence_body: str, *, cut: bool = False) -> str | None
     A `cut` fence (the reply ended inside it) that may still have been naming the schema counts."""
     if kind == "json" and not (names_schema(fence_body) or (cut and _starts_naming_schema(fence_body))):
         return None
-    envelope = read_vivid(fence_body) if kind == VIVID_FENCE else read_envelope(fence_body)
-    return render_envelope(envelope)
+    try:
+        return render_envelope(read_vivid(fence_body) if kind == VIVID_FENCE else read_envelope(fence_body))
+    except Exception:  # a bug, or input no rule foresaw: the fence's words, never an error
+        log.warning("a rich reply block could not be drawn; it is shown as text", exc_info=True)
+    try:
+        return _as_text(string_literals(fence_body))
+    except Exception:
+        log.warning("a rich reply block could not be shown as text either", exc_info=True)
+        return ""
 
 
 def _starts_naming_schema(fence_body: str) -> bool:
@@ -53,9 +65,7 @@ def render_envelope(envelope: Envelope) -> str:
     drawn = [_draw(block, depth=0) for block in envelope.blocks]
     if not any(markdown is not None for markdown, _ in drawn):
         return _whole_as_text(envelope.blocks)
-    parts = _join_stats(
-        [(block, m if m is not None else fallback) for block, (m, fallback) in zip(envelope.blocks, drawn, strict=True)]
-    )
+    parts = _join_stats(list(zip(envelope.blocks, drawn, strict=True)))
     if envelope.dropped:
         parts.append(f"_({envelope.dropped} more block{'s' if envelope.dropped > 1 else ''} not shown)_")
     return "\n\n".join(part for part in parts if part)
@@ -71,6 +81,8 @@ def _draw(block: Block, *, depth: int) -> tuple[str | None, str]:
             return render(block.props), ""
     except InvalidProps:
         pass
+    except Exception:  # a renderer's bug, or a value no rule foresaw: this block as text, never an error
+        log.warning("a rich reply %r block could not be drawn; it is shown as text", block.type[:40], exc_info=True)
     return None, _fallback(block)
 
 
@@ -94,25 +106,19 @@ def _whole_as_text(blocks: tuple[Block, ...]) -> str:
     return _as_text([block.props for block in blocks])
 
 
-def _join_stats(parts: list[tuple[Block, str]]) -> list[str]:
-    """Neighbouring drawn stats share one line."""
+def _join_stats(parts: list[tuple[Block, tuple[str | None, str]]]) -> list[str]:
+    """Each block's Markdown (its fallback when it was not drawn); neighbouring drawn stats
+    share one line."""
     joined: list[str] = []
     previous_stat = False
-    for block, markdown in parts:
-        is_stat = block.type == "stat" and markdown == _try_stat(block)
+    for block, (markdown, fallback) in parts:
+        is_stat = block.type == "stat" and markdown is not None
         if is_stat and previous_stat:
-            joined[-1] += " · " + markdown
+            joined[-1] += " · " + (markdown or "")
         else:
-            joined.append(markdown)
+            joined.append(markdown if markdown is not None else fallback)
         previous_stat = is_stat
     return joined
-
-
-def _try_stat(block: Block) -> str | None:
-    try:
-        return stat(block.props)
-    except InvalidProps:
-        return None
 
 
 def _disclosure(props: dict[str, Any], *, depth: int) -> str:

@@ -2,10 +2,13 @@
 through as it comes, holds a HAUI fence back from its opening line to its closing line, then
 emits the fence's Markdown once. It works line by line on CommonMark fences (up to three
 spaces, three or more backticks or tildes), so a fence inside another fence is left alone.
+Each character is looked at a bounded number of times, so a reply of a million deltas on one
+line costs linear time (live and on replay).
 """
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass
 
@@ -38,6 +41,11 @@ def _opener(line: str) -> _Fence | None:
     return _Fence(marks[0], len(marks), fence_kind(match.group(3)), line, [])
 
 
+# Whether an unfinished line may still open a fence shows in its first characters: up to three
+# spaces, then three marks or what ends their run (`_may_open` of them is `_may_open` of it).
+_HEAD = 8
+
+
 def _may_open(partial: str) -> bool:
     """Whether an unfinished line could still turn out to open a fence."""
     rest = partial.lstrip(" ")
@@ -49,11 +57,34 @@ def _may_open(partial: str) -> bool:
     return rest[0] in "`~" and (marks == len(rest) or marks >= 3)
 
 
+class _Line:
+    """The unfinished line, written to a buffer (never copied whole per delta), with what decides
+    whether it may go out while it grows: its first characters and whether it is blank so far."""
+
+    __slots__ = ("_buffer", "blank", "head", "size")
+
+    def __init__(self) -> None:
+        self._buffer = io.StringIO()
+        self.head = ""
+        self.blank = True
+        self.size = 0
+
+    def add(self, piece: str) -> None:
+        self._buffer.write(piece)
+        self.size += len(piece)
+        if len(self.head) < _HEAD:
+            self.head = (self.head + piece[:_HEAD])[:_HEAD]
+        self.blank = self.blank and not piece.strip()
+
+    def text(self) -> str:
+        return self._buffer.getvalue()
+
+
 class ReplyFilter:
     """One reply's text: `feed` each delta and emit what it returns; `finish` at the reply's end."""
 
     def __init__(self) -> None:
-        self._line: str = ""  # the unfinished line
+        self._line = _Line()  # the unfinished line
         self._sent = 0  # how much of it was emitted already
         self._fence: _Fence | None = None
         self._gap = False  # a drawn block was emitted: a non-blank line after it needs a blank one
@@ -63,7 +94,7 @@ class ReplyFilter:
         if self._sent and "\n" not in delta:
             # More of a line already let through (most deltas): a line that went out as it came
             # can no longer open a fence, or is in an ordinary one, so it goes on as it comes.
-            self._line += delta
+            self._line.add(delta)
             self._sent += len(delta)
             return delta
         return self._lines(delta)
@@ -71,30 +102,31 @@ class ReplyFilter:
     def _lines(self, delta: str) -> str:
         out: list[str] = []
         for piece in delta.splitlines(keepends=True):
-            self._line += piece
-            if self._line.endswith("\n"):
-                out.append(self._complete(self._line))
-                self._line, self._sent = "", 0
+            self._line.add(piece)
+            if piece.endswith("\n"):
+                out.append(self._complete(self._line.text()))
+                self._line, self._sent = _Line(), 0
             else:
-                out.append(self._partial())
+                out.append(self._partial(piece))
         return "".join(out)
 
     def finish(self) -> str:
         """The rest: an unfinished last line, and a fence the reply ended inside, drawn as it stands."""
-        out = self._complete(self._line) if self._line else ""
-        self._line, self._sent = "", 0
+        out = self._complete(self._line.text()) if self._line.size else ""
+        self._line, self._sent = _Line(), 0
         fence, self._fence = self._fence, None
         if fence is not None and fence.kind is not None:
             out += self._draw(fence, closer="")
         return out
 
-    def _partial(self) -> str:
-        """Text of the unfinished line that can go now (never part of a held fence)."""
+    def _partial(self, piece: str) -> str:
+        """Text of the unfinished line that can go now (never part of a held fence), `piece`
+        being its latest: once some of a line went out, the rest goes as it comes."""
         if self._fence is not None and self._fence.kind is not None:
             return ""
-        if self._fence is None and (_may_open(self._line) or not self._line.strip()):
+        if self._fence is None and (_may_open(self._line.head) or self._line.blank):
             return ""  # may open a fence, or is blank so far (blank lines are the gap after a block)
-        return self._emit_line_part(self._line[self._sent :])
+        return self._emit_line_part(piece if self._sent else self._line.text())
 
     def _emit_line_part(self, text: str) -> str:
         lead = ""

@@ -17,8 +17,17 @@ _SPECIAL = re.compile(r"([\\`*_\[\]<>|~&#!])")
 _SPACE = re.compile(r"\s+")
 # Keys that label or configure a block (its kind, id, schema, tone), not words meant for the user.
 _ENUM_KEYS = frozenset({"type", "id", "schema", "version", "tone", "trend", "kind", "action", "ordered", "component"})
-# Inline code spans and fenced code: HTML is inert inside them, so `<` is left alone there.
-_CODE = re.compile(r"(`+)(?:.|\n)*?\1|^ {0,3}(```|~~~)[^\n]*\n(?:.|\n)*?^ {0,3}\2[^\n]*$", re.MULTILINE)
+_LINE_END = re.compile(r"\r\n?")  # CommonMark ends a line at \r too
+# A fenced code block's opening line (any indent) and its info string, as the model wrote it.
+_FENCE = re.compile(r"( *)(`{3,}|~{3,})(.*)")
+_INFO = re.compile(r"[\w+#.-]{1,40}")
+# A code span on one line: a run of backticks, then the next run of exactly as many.
+_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+# What can start raw HTML in CommonMark (a tag, closing tag, comment, declaration, processing
+# instruction or CDATA) or an autolink: a `<` and a letter, `/`, `!` or `?`.
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
+_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")
+_ENTITIES = {"&": "&amp;", "<": "&lt;"}
 
 
 def trim(value: str, limit: int = TEXT_LIMIT) -> str:
@@ -45,22 +54,80 @@ def number(value: int | float) -> str:
 
 
 def body(value: Any, limit: int = BODY_LIMIT) -> str:
-    """A Markdown body: kept as Markdown, trimmed, with every `<` outside code made literal."""
+    """A Markdown body: kept as Markdown, trimmed, and made so no CommonMark renderer finds raw
+    HTML in it (`no_html`)."""
     if not isinstance(value, str):
         return ""
-    return no_html(trim(value.replace("\r\n", "\n"), limit))
+    return no_html(trim(line_endings(value), limit))
+
+
+def line_endings(text: str) -> str:
+    """Each CR LF and each lone CR as one LF: CommonMark ends a line at a CR too, so what is
+    drawn as code on one line must not hold one."""
+    return _LINE_END.sub("\n", text)
 
 
 def no_html(markdown: str) -> str:
-    """Markdown whose raw HTML (tags, comments) shows as text: `<` and `&` outside code are escaped."""
+    """Markdown in which no CommonMark renderer finds raw HTML, whatever it holds. A fenced code
+    block is drawn again with a fence of our own at the start of the line, which opens a
+    code block wherever it stands (list items and quotes end there), so its lines stay exact.
+    Elsewhere every `<` and `&` is escaped, outside the code spans of a line; a code span that
+    holds something HTML could start with is shown as plain text of the same characters, as a
+    renderer may not read the span as ours (a `\\` before it, a link's destination around it)."""
+    lines = markdown.split("\n")
+    out: list[str] = []
+    index = 0
+    while index < len(lines):
+        opener = _FENCE.fullmatch(lines[index])
+        if opener is None or (opener.group(2)[0] == "`" and "`" in opener.group(3)):
+            out.append(_inline(lines[index]))
+            index += 1
+        else:
+            index = _fenced(lines, index, opener, out)
+    return "\n".join(out)
+
+
+def _fenced(lines: list[str], start: int, opener: re.Match[str], out: list[str]) -> int:
+    """The fenced block opening at `lines[start]`, drawn into `out`; the index of the line after
+    it (its closing line, or the end: a block never closed ends with the text)."""
+    indent, marks = len(opener.group(1)), opener.group(2)
+    closer = re.compile(rf" *{re.escape(marks[0])}{{{len(marks)},}}[ \t]*")
+    code: list[str] = []
+    index = start + 1
+    while index < len(lines) and closer.fullmatch(lines[index]) is None:
+        line = lines[index]
+        code.append(line[min(indent, len(line) - len(line.lstrip(" "))) :])
+        index += 1
+    info = _INFO.match(opener.group(3).strip())
+    out.append(code_block(code, info.group(0) if info else ""))
+    return index + 1
+
+
+def code_block(lines: list[str], info: str = "", indent: str = "") -> str:
+    """`lines` as a fenced code block (each line after `indent`), exact to the character: its
+    fence is longer than any run of backticks inside, so no line can close it."""
+    longest = max((len(run) for line in lines for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    inner = [indent + line if line else "" for line in lines]
+    return "\n".join([indent + fence + info, *inner, indent + fence])
+
+
+def _inline(line: str) -> str:
     out: list[str] = []
     last = 0
-    for match in _CODE.finditer(markdown):
-        out.append(_escape_html(markdown[last : match.start()]))
-        out.append(match.group(0))
-        last = match.end()
-    out.append(_escape_html(markdown[last:]))
+    for span in _SPAN.finditer(line):
+        out.append(_escape_html(line[last : span.start()]))
+        code = span.group(2)
+        out.append(span.group(0) if _HTML_START.search(code) is None else _literal(code.strip(" ")))
+        last = span.end()
+    out.append(_escape_html(line[last:]))
     return "".join(out)
+
+
+def _literal(text: str) -> str:
+    """Text that shows exactly these characters: `&` and `<` as entities (a backslash before
+    `<` could pair with one before it), other ASCII punctuation after a backslash."""
+    return _PUNCTUATION.sub(lambda char: _ENTITIES.get(char.group(0), "\\" + char.group(0)), text)
 
 
 def _escape_html(text: str) -> str:
@@ -68,10 +135,15 @@ def _escape_html(text: str) -> str:
 
 
 def code_span(value: str) -> str:
-    """`value` as a code span showing exactly its characters (a fence longer than any run inside)."""
+    """`value` as a code span showing exactly its characters (a fence longer than any run
+    inside); its line ends are spaces, as a renderer shows them, so it stays on its line."""
+    value = _LINE_END.sub(" ", value).replace("\n", " ")
     longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
     fence = "`" * (longest + 1)
-    pad = " " if value.startswith("`") or value.endswith("`") or (value[:1] == " " and value[-1:] == " ") else ""
+    # A renderer takes one space off each end of a span that starts and ends with one, unless
+    # it is all spaces: a pad keeps a backtick off the fence, and such spaces shown.
+    spaced = value[:1] == " " and value[-1:] == " " and value.strip(" ")
+    pad = " " if value.startswith("`") or value.endswith("`") or spaced else ""
     return f"{fence}{pad}{value}{pad}{fence}"
 
 

@@ -6,10 +6,9 @@ cannot hang the renderer; any other component is passed through for its children
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from acp_server.haui.envelope import MAX_BLOCKS, MAX_BODY_BYTES, Envelope, close_truncated, number_blocks
+from acp_server.haui.envelope import MAX_BLOCKS, MAX_BODY_BYTES, Envelope, close_truncated, loads, number_blocks
 from acp_server.haui.envelope import read_envelope as _read_haui
 from acp_server.haui.text import as_dict, as_list
 
@@ -31,10 +30,10 @@ def _components(body: str) -> list[dict[str, Any]] | None:
     parsed_any = False
     for line in body.splitlines():
         try:
-            message = json.loads(line)
+            message = loads(line)
         except ValueError:
             try:  # a reply that ended inside the fence cuts its last line
-                message = json.loads(close_truncated(line))
+                message = loads(close_truncated(line))
             except ValueError:
                 continue
         parsed_any = True
