@@ -46,6 +46,7 @@ OWN_LOG_LIBRARIES: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
 }  # fmt: skip
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 EXIT_JOURNAL = 2  # the journal cannot be used: the message says which file, why and what to do
 EXIT_USAGE = 2  # as argparse exits on a bad option
 AGENT_COMMANDS = (None, "prompt", "doctor")  # the commands that build an agent (None: serving)
@@ -143,6 +144,17 @@ class LibraryLevels(logging.Filter):
         return record.levelno >= max(self._level, logging.WARNING)
 
 
+class PrintableLines(logging.Formatter):
+    """Log lines with nothing a terminal would act on: they quote agents' stderr, models' errors
+    and titles, and land on a terminal (stderr) or in a file someone `tail`s. Lines and tracebacks
+    keep their newlines; a stderr line of an agent is one line already."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from adapters.printable import printable
+
+        return printable(super().format(record))
+
+
 class RedactedRecords(logging.Filter):
     """Secrets out of every log line, on stderr and in --log-file: each record's message (its
     arguments filled in), traceback and stack, redacted as the journal is. The redactor loads
@@ -178,7 +190,8 @@ def configure_logging(level: str, log_file: str | None, *, libraries: str | None
         # The levels first: nothing that is dropped is redacted.
         handler.addFilter(LibraryLevels(numeric, named, everything=everything))
         handler.addFilter(RedactedRecords())
-    logging.basicConfig(level=root, handlers=handlers, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        handler.setFormatter(PrintableLines(LOG_FORMAT))
+    logging.basicConfig(level=root, handlers=handlers)
     for name in named:
         logging.getLogger(name).setLevel(numeric)
 
