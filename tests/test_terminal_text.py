@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI
+from hostile_text import CASES, inert, inert_json
 from pty_terminal import Terminal
 from stdio_server import StdioServer
 from test_prompt_cli import read_until
@@ -26,58 +27,6 @@ from adapters.printable import printable, printable_json
 
 ACP = [sys.executable, "-m", "acp_server"]
 TIMEOUT = 60
-
-# (name, what the model or agent writes, how text shows it, how a one-line field shows it)
-ATTACKS = [
-    ("osc-52-clipboard", "\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07", None, None),
-    ("osc-0-window-title", "\x1b]0;pwned\x07", None, None),
-    ("erase-the-line-above", "x\x1b[1A\x1b[2Kls", None, None),
-    ("carriage-return-overwrite", "rm -rf ~\rls", None, None),
-    ("concealed-text", "\x1b[8mhidden\x1b[0m", None, None),
-    ("c1-csi", "\x9b31mred\x9b0m", None, None),
-    ("bidi-override", "abc\u202efed\u202c \u2066x\u2069 \u200f", "abcfed x ", "abcfed x "),
-    ("newline-forging-a-row", "t\nsess_forged  2026-01-01 00:00  scripted  completed", None, None),
-]
-SHOWN = {
-    "osc-52-clipboard": "^[]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==^G",
-    "osc-0-window-title": "^[]0;pwned^G",
-    "erase-the-line-above": "x^[[1A^[[2Kls",
-    "carriage-return-overwrite": "rm -rf ~^Mls",
-    "concealed-text": "^[[8mhidden^[[0m",
-    "c1-csi": "M-^[31mredM-^[0m",
-}
-CASES = [
-    pytest.param(
-        hostile,
-        text if text is not None else SHOWN.get(name, hostile),
-        field if field is not None else SHOWN.get(name, hostile.replace("\n", "^J")),
-        id=name,
-    )
-    for name, hostile, text, field in ATTACKS
-]
-# What no byte written for a terminal may hold: C0 controls but newline and tab, DEL, C1, bidi.
-ACTIVE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def inert(data: bytes) -> str:
-    """`data` as text, failing when it holds anything a terminal would act on."""
-    text = data.decode("utf-8")
-    found = ACTIVE.search(text)
-    assert found is None, f"{found.group()!r} reached the terminal in {text!r}"
-    return text
-
-
-def inert_json(value: Any) -> None:
-    """Every string of a JSON value is inert, as `jq -r` would print it."""
-    if isinstance(value, str):
-        inert(value.encode())
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            inert(key.encode())
-            inert_json(item)
-    elif isinstance(value, list):
-        for item in value:
-            inert_json(item)
 
 
 def acp(cwd: Path, *args: str, stdin: Any = subprocess.DEVNULL) -> subprocess.CompletedProcess[bytes]:
@@ -347,6 +296,37 @@ def test_an_agent_below_writing_hostile_stderr_is_logged_and_quoted_visibly(
     assert quoted.startswith(f"acp: the agent did not start (it exited: {lines[-1]})\n")
 
 
+@pytest.mark.parametrize(("hostile", "text", "field"), CASES)
+def test_the_error_an_editor_gets_quotes_a_hostile_stderr_line_printable(
+    tmp_path: Path, hostile: str, text: str, field: str
+):
+    agent = tmp_path / "agent.py"
+    agent.write_text(f"import sys\nsys.stderr.write({'stderr:' + hostile!r} + '\\n')\nsys.exit(3)\n", encoding="utf-8")
+    server = StdioServer("--db", str(tmp_path / "j.db"), "--agent", "acp", "--", sys.executable, str(agent))
+    try:
+        server.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        answer = server.response(server.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))
+    finally:
+        server.kill()
+
+    message = answer["error"]["message"]
+    inert(message.encode())
+    assert message.endswith(f"(it exited: {('stderr:' + text).split(chr(10))[-1]})")
+
+
+@pytest.mark.parametrize(("hostile", "text", "field"), CASES)
+def test_a_log_line_quoting_hostile_text_is_printable(tmp_path: Path, hostile: str, text: str, field: str):
+    (tmp_path / "chatty.py").write_text(
+        f"import logging\n\ndef run(prompt, session):\n"
+        f"    logging.getLogger('chatty').warning('the model said %s', {hostile!r})\n    return 'ok'\n",
+        encoding="utf-8",
+    )
+    done = acp(tmp_path, "prompt", "--db", str(tmp_path / "j.db"), "--agent", "chatty:run", "go")
+
+    assert inert(done.stdout) == "ok\n"
+    assert f"WARNING chatty: the model said {text}\n" in inert(done.stderr)
+
+
 # --- setup's model list ---------------------------------------------------------------------
 
 
@@ -371,3 +351,35 @@ def test_setup_lists_hostile_model_ids_visibly(
 
     seen = inert(terminal.seen.replace(b"\r\n", b"\n"))  # the terminal's own line ends
     assert f"The endpoint answered with 2 models: model:{field}, m-two.\n" in seen
+
+
+HEALTH = """
+from adapters.base import Health
+from adapters.callable import SimpleAdapter
+
+
+class Hostile(SimpleAdapter):
+    name = "hostile"
+
+    def health(self):
+        return Health(True, "detail:" + HOSTILE, {"model": ("model:" + HOSTILE, "src")})
+"""
+
+
+@pytest.mark.parametrize(("hostile", "text", "field"), CASES)
+def test_doctor_shows_an_agents_hostile_health_visibly(tmp_path: Path, hostile: str, text: str, field: str):
+    (tmp_path / "hostile_agent.py").write_text(f"HOSTILE = {hostile!r}\n{HEALTH}", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [*ACP, "doctor", "--agent", "hostile_agent:Hostile"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=TIMEOUT,
+        env=env,
+    )
+
+    out = inert(done.stdout)
+    (row,) = [line for line in out.splitlines() if line.startswith("> hostile_agent:Hostile")]
+    squeezed = " ".join(f"detail:{hostile}".split())  # doctor's own: a detail's whitespace runs become one space
+    assert row.endswith(f"  ok           {printable(squeezed, one_line=True)}".rstrip())
+    assert re.search(f"model:{re.escape(field)} +src\n", out)
