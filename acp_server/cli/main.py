@@ -115,7 +115,11 @@ def _answer_flags(parser: argparse.ArgumentParser) -> None:
     answer = parser.add_mutually_exclusive_group()
     answer.add_argument("--allow", action="store_true", help="allow every permission request (once)")
     answer.add_argument("--deny", action="store_true", help="reject every permission request (once)")
-    parser.add_argument("--json", action="store_true", help="print the raw session/update payloads as JSON lines")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the session/update payloads as JSON lines (terminal controls in strings shown visibly)",
+    )
 
 
 class LibraryLevels(logging.Filter):
