@@ -31,6 +31,7 @@ from acp_server.rpc.dispatch import Dispatcher
 from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.rpc.wire import Frame, FrameWriter
+from adapters.printable import printable
 
 PROTOCOL_VERSION = 1
 CLIENT_INFO = {"name": "acp-server-prompt", "version": acp_server.__version__}
@@ -75,7 +76,8 @@ def checked(method: str, answer: type[A], result: Any) -> A:
 
 
 def warn(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """A message on stderr; what it quotes (an error the server or an agent wrote) made printable."""
+    print(printable(message), file=sys.stderr, flush=True)
 
 
 class Client:

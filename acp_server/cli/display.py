@@ -2,6 +2,8 @@
 
 Used by `acp-server prompt` for a live turn and by `acp-server show` for a stored
 transcript: streamed text is written as it comes, every other line starts on a fresh line.
+Everything shown is untrusted (the model's, an agent's): made printable before it is written,
+one-line fields with no control at all, and our dimming of thoughts added after.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import difflib
 import json
 import os
 from typing import Any, TextIO, cast
+
+from adapters.printable import printable, printable_json
 
 CONTENT_LINES = 20  # tool output longer than this is cut when shown
 DIM, RESET = "\x1b[2m", "\x1b[0m"
@@ -35,7 +39,7 @@ class Display:
     def show(self, params: dict[str, Any]) -> None:
         try:
             if self._raw:
-                self._write(json.dumps(params, ensure_ascii=False) + "\n")
+                self._write(json.dumps(printable_json(params), ensure_ascii=False) + "\n")
             else:
                 self._render(_object(params.get("update")) or {})
             self._out.flush()
@@ -60,18 +64,19 @@ class Display:
         self._at_line_start = True
 
     def tool_title(self, tool: dict[str, Any]) -> str:
+        """The call's title (or id), printable on one line: also what a permission question shows."""
         tool_id = str(tool.get("toolCallId", "?"))
         title = tool.get("title")
         if isinstance(title, str) and title:
             self._titles[tool_id] = title
-        return self._titles.get(tool_id, tool_id)
+        return printable(self._titles.get(tool_id, tool_id), one_line=True)
 
     def _render(self, update: dict[str, Any]) -> None:
         match update.get("sessionUpdate"):
             case "user_message_chunk":
                 origin = (_object(update.get("_meta")) or {}).get("acp-server")
                 sent_by = f"[{origin['origin']}] " if isinstance(origin, dict) and "origin" in origin else ""
-                self._line(f"> {sent_by}{_block_text(update.get('content'))}")
+                self._line(f"> {sent_by}{_block_text(update.get('content'))}", one_line=False)
             case "agent_message_chunk":
                 self._stream(_block_text(update.get("content")), thought=False)
             case "agent_thought_chunk":
@@ -98,11 +103,13 @@ class Display:
             self._out.write(text)
             self._at_line_start = text.endswith("\n")
 
-    def _line(self, text: str) -> None:
+    def _line(self, text: str, *, one_line: bool = True) -> None:
+        """A line of its own; a one-line field's newlines and tabs are shown, not obeyed."""
         self.finish()
-        self._write(text + "\n")
+        self._write(printable(text, one_line=one_line) + "\n")
 
     def _stream(self, text: str, *, thought: bool) -> None:
+        text = printable(text)
         if thought != self._thinking:
             self.finish()
             self._thinking = thought
@@ -132,11 +139,12 @@ class Display:
                 self._line(f"    [terminal {item.get('terminalId')}]")
 
     def _indented(self, text: str) -> None:
-        lines = text.splitlines()
+        # Printable first: `splitlines` would break a line at a control (\x1c, \x85) it then hides.
+        lines = printable(text).splitlines()
         if len(lines) > CONTENT_LINES:
             lines = [*lines[:CONTENT_LINES], f"... ({len(lines) - CONTENT_LINES} more lines)"]
         for line in lines:
-            self._line(f"    {line}")
+            self._line(f"    {line}", one_line=False)
 
     def _plan(self, entries: Any) -> None:
         self._line("[plan]")
@@ -175,7 +183,7 @@ def _block_text(value: Any) -> str:
 
 
 def _unified_diff(item: dict[str, Any]) -> str:
-    path = str(item.get("path", "?"))
+    path = printable(str(item.get("path", "?")), one_line=True)  # a newline in it would forge diff lines
     old, new = item.get("oldText"), item.get("newText")
     lines = difflib.unified_diff(
         str(old or "").splitlines(),

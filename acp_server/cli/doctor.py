@@ -18,6 +18,7 @@ from typing import Any
 
 from acp_server.cli.settings import SERVER_OPTIONS, add_server_options, agent_settings, env_name
 from adapters.base import Health, health_of
+from adapters.printable import printable
 from adapters.registry import agent_specs, create_adapter
 
 HEALTH_BUDGET = 2.0  # seconds each health() may take
@@ -136,11 +137,13 @@ def run_doctor(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if selected.ok:
         print(f"The selected agent {args.agent!r} is healthy.")
         return 0
-    print(f"The selected agent {args.agent!r} is {selected.status}: {selected.detail}")
+    print(f"The selected agent {args.agent!r} is {selected.status}: {printable(selected.detail, one_line=True)}")
     return EXIT_UNHEALTHY
 
 
 def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], marks: Sequence[bool] = ()) -> str:
+    # An agent's health detail may quote what the agent wrote: each cell printable on one line.
+    rows = [tuple(printable(cell, one_line=True) for cell in row) for row in rows]
     widths = [max(len(line[i]) for line in (header, *rows)) for i in range(len(header) - 1)]
 
     def line(cells: tuple[str, ...], mark: bool = False) -> str:

@@ -4,7 +4,8 @@ Each command opens the same database the server uses (safe while servers are ser
 WAL readers never block writers) and prints a table, a transcript rendered exactly as a
 loading editor would see it, or the raw event envelopes as JSON lines for other tools. A
 session is named by its id or any unique prefix of it; a reader that stops early (`| head`)
-ends the command quietly.
+ends the command quietly. What the journal holds came from models and agents: a table row is
+printable on one line, and JSON strings are printable text (`adapters.printable`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from acp_server.cli.settings import add_server_options
 from acp_server.turns.replay import iso, replay_updates
 from adapters.events import PromptReceived
+from adapters.printable import printable, printable_json
 
 if TYPE_CHECKING:  # the journal is imported when a command runs, not when the CLI parses
     from journal.records import EventRecord, SessionRecord
@@ -148,13 +150,14 @@ async def _sessions(journal: Journal, args: argparse.Namespace) -> int:
             runs = await journal.runs(record.id)
             last_run = runs[-1].status.value if runs else None
             if args.json:
-                print(json.dumps(_session_summary(record, last_run)))
+                print(json.dumps(printable_json(_session_summary(record, last_run))))
             else:
                 if not listed:
                     print(SESSIONS_ROW.format(*SESSIONS_HEADER))
                 updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.updated_at))
                 titled = f"{record.title or '(untitled)'}  [{record.cwd}]"
-                print(SESSIONS_ROW.format(record.id, updated, record.adapter, last_run or "-", titled))
+                # One line: a newline in a title would forge a row.
+                _row(SESSIONS_ROW.format(record.id, updated, record.adapter, last_run or "-", titled))
             listed += 1
         if cursor is None:
             break
@@ -197,12 +200,12 @@ async def _show(journal: Journal, args: argparse.Namespace) -> int:
 async def _runs(journal: Journal, args: argparse.Namespace) -> int:
     session = await find_session(journal, args.session)
     if args.session is None:
-        _warn(f"runs of the latest session, {session.id} ({session.title or 'untitled'})")
+        _warn(f"runs of the latest session, {session.id} ({printable(session.title or 'untitled', one_line=True)})")
     for run in await journal.runs(session.id):
         ended = iso(run.ended_at)[:19] if run.ended_at else "-"
         origin = await _origin(journal, run.id)
         detail = (f"  follow-up ({origin})" if origin else "") + (f"  {run.error}" if run.error else "")
-        print(
+        _row(
             f"{run.id}  #{run.seq_no}  {run.status.value:<17} {iso(run.started_at)[:19]} -> {ended}  "
             f"{run.last_seq or 0} events{detail}"
         )
@@ -222,9 +225,9 @@ async def _events(journal: Journal, args: argparse.Namespace) -> int:
         raise NotFoundError(f"no run {args.run!r} {where}")
     async for record in journal.events(run_id=args.run, after=args.after):
         if args.json:
-            print(json.dumps(_envelope(record), ensure_ascii=False))
+            print(json.dumps(printable_json(_envelope(record)), ensure_ascii=False))
         else:
-            print(
+            _row(
                 f"{record.event_id}  {iso(record.created_at)[11:23]}  {record.type:<13} "
                 f"{json.dumps(record.payload, ensure_ascii=False)[:100]}"
             )
@@ -258,7 +261,7 @@ async def _export(journal: Journal, args: argparse.Namespace) -> int:
         ],
         "events": [_envelope(record) async for record in journal.events(session.id)],
     }
-    json.dump(document, sys.stdout, ensure_ascii=False, indent=2)
+    json.dump(printable_json(document), sys.stdout, ensure_ascii=False, indent=2)
     print()
     return 0
 
@@ -276,5 +279,9 @@ def _envelope(record: EventRecord) -> dict[str, Any]:
     }
 
 
+def _row(text: str) -> None:
+    print(printable(text, one_line=True))
+
+
 def _warn(message: str) -> None:
-    print(message, file=sys.stderr)
+    print(printable(message), file=sys.stderr)

@@ -16,10 +16,12 @@ from acp_server.protocol.models import parse
 from acp_server.rpc.errors import INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
 from acp_server.turns.files import replace_text, slice_lines
 from adapters.base import ToolRefused
+from adapters.printable import printable
 
 
 def question(title: str, kind: str) -> str:
-    return f"Permission requested: {title} ({kind})"
+    """The question's line: the title and kind cannot move the cursor, erase or forge a line."""
+    return f"Permission requested: {printable(title, one_line=True)} ({printable(kind, one_line=True)})"
 
 
 # --- the local file system ----------------------------------------------------------------
@@ -90,7 +92,7 @@ class Terminal:
 
     async def ask(self, title: str, kind: str, options: list[PermissionOption]) -> str | None:
         """The chosen optionId; None when the terminal reached end of input."""
-        menu = "".join(f"  {n}) {o.name or o.option_id}\n" for n, o in enumerate(options, 1))
+        menu = "".join(f"  {n}) {printable(o.name or o.option_id, one_line=True)}\n" for n, o in enumerate(options, 1))
         self.write(f"{question(title, kind)}\n{menu}")
         while True:
             self.write(f"Choose 1-{len(options)}: ")

@@ -46,6 +46,7 @@ OWN_LOG_LIBRARIES: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
 }  # fmt: skip
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 EXIT_JOURNAL = 2  # the journal cannot be used: the message says which file, why and what to do
 EXIT_USAGE = 2  # as argparse exits on a bad option
 AGENT_COMMANDS = (None, "prompt", "doctor")  # the commands that build an agent (None: serving)
@@ -114,7 +115,11 @@ def _answer_flags(parser: argparse.ArgumentParser) -> None:
     answer = parser.add_mutually_exclusive_group()
     answer.add_argument("--allow", action="store_true", help="allow every permission request (once)")
     answer.add_argument("--deny", action="store_true", help="reject every permission request (once)")
-    parser.add_argument("--json", action="store_true", help="print the raw session/update payloads as JSON lines")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the session/update payloads as JSON lines (terminal controls in strings shown visibly)",
+    )
 
 
 class LibraryLevels(logging.Filter):
@@ -141,6 +146,17 @@ class LibraryLevels(logging.Filter):
             if top in packages and OWN_LOG_LIBRARIES[key][0] in sys.modules:
                 return False
         return record.levelno >= max(self._level, logging.WARNING)
+
+
+class PrintableLines(logging.Formatter):
+    """Log lines with nothing a terminal would act on: they quote agents' stderr, models' errors
+    and titles, and land on a terminal (stderr) or in a file someone `tail`s. Lines and tracebacks
+    keep their newlines; a stderr line of an agent is one line already."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from adapters.printable import printable
+
+        return printable(super().format(record))
 
 
 class RedactedRecords(logging.Filter):
@@ -178,7 +194,8 @@ def configure_logging(level: str, log_file: str | None, *, libraries: str | None
         # The levels first: nothing that is dropped is redacted.
         handler.addFilter(LibraryLevels(numeric, named, everything=everything))
         handler.addFilter(RedactedRecords())
-    logging.basicConfig(level=root, handlers=handlers, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        handler.setFormatter(PrintableLines(LOG_FORMAT))
+    logging.basicConfig(level=root, handlers=handlers)
     for name in named:
         logging.getLogger(name).setLevel(numeric)
 

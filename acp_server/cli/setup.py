@@ -133,16 +133,18 @@ def _yes(question: str) -> bool:
 
 
 def _models(base_url: str, api_key: str | None) -> tuple[list[str], str | None]:
-    """The endpoint's model ids, or why it could not list them."""
+    """The endpoint's model ids, or why it could not list them, printable: the endpoint wrote them."""
     from adapters.base import AgentError
     from adapters.openai.client import Endpoint
+    from adapters.printable import printable
 
     print(f"Asking {base_url} for its models...")
     endpoint = Endpoint(base_url, api_key, hint="the config file")
     try:
-        return [str(entry["id"]) for entry in endpoint.list_models(timeout=CHECK_TIMEOUT)], None
+        listed = endpoint.list_models(timeout=CHECK_TIMEOUT)
+        return [printable(str(entry["id"]), one_line=True) for entry in listed], None
     except AgentError as exc:
-        return [], str(exc)
+        return [], printable(str(exc))
     finally:
         endpoint.close()
 

@@ -22,6 +22,7 @@ import anyio
 
 from acp_server.downstream.keeper import keeper_argv
 from acp_server.rpc.wire import Frame, FrameWriter, PipeWriter, read_chunks, read_frames
+from adapters.printable import printable
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,8 @@ class AgentProcess:
             self._stderr_line(label, pending)
 
     def _stderr_line(self, label: str, line: bytes) -> None:
-        text = line.decode("utf-8", errors="replace").rstrip()
+        # Printable at once: the line is logged, and quoted in the errors an editor and a terminal show.
+        text = printable(line.decode("utf-8", errors="replace").rstrip())
         if text:
             self.stderr.append(text)
             log.info("%s: %s", label, text)
