@@ -94,6 +94,10 @@ class TurnQueue:
         if not self._tickets:
             self._idle.set()
 
+    def busy(self) -> bool:
+        """Whether a turn runs or waits."""
+        return bool(self._tickets)
+
     def others_waiting(self) -> bool:
         """Whether a prompt waits behind the running turn."""
         return len(self._tickets) > 1
