@@ -1,0 +1,131 @@
+"""Benchmark: one session shared by several connections in runner mode. A stdio front prompts a
+turn of N deltas while W other fronts (0, 1, 2, 8) have the session open and read every update;
+prints the deltas/s at the prompting front, the ratio to no watchers, and the runner's CPU
+(user + system, from /proc) per delta. Each watcher count gets a fresh runner and journal; every
+watcher is checked to have seen the whole turn. A benchmark, not a test: nothing is asserted
+about speed.
+
+    .venv/bin/python bench/shared.py [--deltas N] [--runs K] [--watchers 0,1,2,8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from runner import REPO, Client, text  # the runner benchmark's client
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def script(deltas: int) -> dict[str, Any]:
+    return {"scenarios": [{"match": "stream", "steps": [{"say": "x" * 8} for _ in range(deltas)]}]}
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+def runner_pid(env: dict[str, str]) -> int:
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_server", "runner", "status", "--json"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    [status] = json.loads(done.stdout)
+    return status["pid"]
+
+
+def watch(client: Client, seen: list[int]) -> None:
+    """Read until the turn's end is announced, counting the agent text's characters."""
+    chars = 0
+    while line := client.stdout.readline():
+        update = json.loads(line).get("params", {}).get("update", {})
+        if update.get("sessionUpdate") == "agent_message_chunk":
+            chars += len(update["content"]["text"])
+        elif "turnEnded" in update.get("_meta", {}).get("acp-server", {}):
+            break
+    seen.append(chars)
+
+
+def shared_once(argv: list[str], env: dict[str, str], cwd: str, deltas: int, watchers: int) -> tuple[float, float]:
+    """(deltas/s at the prompting front, runner CPU seconds per delta) for one turn."""
+    prompter = Client(argv, env)
+    sid = prompter.session(cwd)
+    seen: list[int] = []
+    threads, clients = [], []
+    for _ in range(watchers):
+        watcher = Client(argv, env)
+        watcher.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        watcher.call("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
+        thread = threading.Thread(target=watch, args=(watcher, seen), daemon=True)
+        thread.start()
+        threads.append(thread)
+        clients.append(watcher)
+    pid = runner_pid(env)
+    cpu = cpu_seconds(pid)
+    started = time.perf_counter()
+    chars, response = prompter.until(prompter.send("session/prompt", {"sessionId": sid, "prompt": [text("stream")]}))
+    wall = time.perf_counter() - started
+    for thread in threads:
+        thread.join(120)
+    cpu = cpu_seconds(pid) - cpu
+    assert response["result"]["stopReason"] == "end_turn" and chars == 8 * deltas, (chars, response)
+    assert seen == [8 * deltas] * watchers, seen  # every watcher saw the whole turn
+    for client in [prompter, *clients]:
+        client.close()
+    subprocess.run(
+        [sys.executable, "-m", "acp_server", "runner", "stop"], env=env, cwd=REPO, check=True, capture_output=True
+    )
+    return deltas / wall, cpu / deltas
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deltas", type=int, default=20000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--watchers", default="0,1,2,8")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.watchers.split(",")]
+    results: dict[int, list[tuple[float, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="acpb-", dir="/tmp") as tmp:  # short: a socket path
+        env = dict(os.environ, XDG_RUNTIME_DIR=f"{tmp}/run", XDG_DATA_HOME=f"{tmp}/data")
+        os.makedirs(f"{tmp}/run")
+        path = Path(tmp) / "script.json"
+        path.write_text(json.dumps(script(args.deltas)))
+        for run in range(args.runs):  # interleaved: a busy spell of the machine hits every count
+            for watchers in counts:
+                argv = ["--runner", "--agent", "scripted", "--script", str(path), "--db", f"{tmp}/{watchers}-{run}.db"]
+                results.setdefault(watchers, []).append(shared_once(argv, env, tmp, args.deltas, watchers))
+    load = os.getloadavg()[0]
+    print(f"one turn of {args.deltas} deltas through stdio fronts, median of {args.runs} (load average {load:.1f}):")
+    base = statistics.median(rate for rate, _ in results[counts[0]])
+    alone = statistics.median(c for _, c in results[counts[0]])
+    for watchers, runs in results.items():
+        rate = statistics.median(r for r, _ in runs)
+        cpu = statistics.median(c for _, c in runs)
+        each = f"{(cpu - alone) / watchers * 1e6:5.1f}" if watchers else "    -"
+        print(
+            f"  {watchers:2} watchers  {rate:8.0f} deltas/s at the prompter ({rate / base:.2f} of {counts[0]})"
+            f"  runner CPU {cpu * 1e6:5.1f} us/delta, {each} us/delta/watcher"
+            f"  (runs: {', '.join(f'{r:.0f}' for r, _ in runs)})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
