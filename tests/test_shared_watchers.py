@@ -65,3 +65,16 @@ async def test_any_connection_lists_every_stored_session_with_its_agent_and_stat
     meta = {info["sessionId"]: (info["cwd"], info["_meta"]["acp-server"]) for info in listed}
     assert meta[done] == (str(tmp_path), {"state": "completed", "attached": 1, "agent": "scripted"})
     assert meta[busy][1] == {"state": "running", "attached": 1, "agent": "scripted"}
+
+
+async def test_a_mode_changed_on_one_connection_is_shown_on_every_connection_with_the_session_open(tmp_path):
+    async with hub_serving(tmp_path) as hub, running(hub.agent()) as first, running(hub.agent(read_only=True)) as other:
+        await first.initialize()
+        await other.initialize()
+        sid = await first.new_session(tmp_path)
+        await other.request("session/load", params(sid, tmp_path))
+        await first.request("session/set_mode", {"sessionId": sid, "modeId": "yolo"})
+        for editor in (first, other):
+            await editor.wait_for(lambda e=editor: "current_mode_update" in e.kinds(sid))
+            update = next(u for u in editor.updates[sid] if u["sessionUpdate"] == "current_mode_update")
+            assert update["currentModeId"] == "yolo"

@@ -321,13 +321,14 @@ class AcpAgent:
         return wire(SetConfigOptionResult(config_options=self._options(session)))
 
     async def _set_mode(self, session: Session, mode: str, *, announce_options: bool = True) -> None:
-        """Change the mode, persist it, and tell the client through both mechanisms."""
+        """Change the mode, persist it, and tell the client (in a runner: every one with the
+        session open) through both mechanisms."""
         session.mode = mode
         await self.sessions.save(session, mode=mode)
         if not agent_modes(session.controls):  # ACP modes are the agent's: ours is only an option
-            await self.notify_update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
+            await self._notify_outbound(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
         if announce_options:
-            await self.notify_update(
+            await self._notify_outbound(
                 session.id, {"sessionUpdate": "config_option_update", "configOptions": self._option_list(session)}
             )
 

@@ -157,9 +157,8 @@ class RunnerAgent(AcpAgent):
         """Queued behind the running turn (whoever sent it) and answered when its own turn ends;
         the turn's file and terminal requests go to this connection while it is attached."""
         self._refuse_if_read_only("prompt")
+        await self._join(params)
         session_id = params.get("sessionId")
-        if isinstance(session_id, str):
-            self.hub.routes.attach(session_id, self.route)  # prompting a session opens it here
         current_prompter.set(self.peer)  # inherited by the turn's task, started below
         try:
             return await self.hub.run_turn(lambda: super(RunnerAgent, self).handle_session_prompt(params))
@@ -181,12 +180,23 @@ class RunnerAgent(AcpAgent):
         return await super().handle_session_cancel(params)
 
     async def handle_session_set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Every connection with the session open is told the new mode (this one opens it)."""
         self._refuse_if_read_only("change modes")
+        await self._join(params)
         return await super().handle_session_set_mode(params)
 
     async def handle_session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         self._refuse_if_read_only("change options")
+        await self._join(params)
         return await super().handle_session_set_config_option(params)
+
+    async def _join(self, params: dict[str, Any]) -> None:
+        """A connection that prompts or changes a session has it open from then on (an unknown
+        session is the handler's -32002)."""
+        session_id = params.get("sessionId")
+        if isinstance(session_id, str):
+            await self.hub.sessions.get(session_id)
+            self.hub.routes.attach(session_id, self.route)
 
     async def handle_session_delete(self, params: dict[str, Any]) -> dict[str, Any]:
         self._refuse_if_read_only("delete sessions")
