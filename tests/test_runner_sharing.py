@@ -216,3 +216,19 @@ def test_a_runner_killed_mid_turn_shows_both_connections_the_turn_interrupted_af
         front.close_stdin()
         assert front.wait() == 0
     assert run_states(tmp_path / "journal.db") == ["interrupted"]
+
+
+def test_a_waiting_prompt_withdrawn_by_its_connection_leaves_the_running_turn_alone(tmp_path, runner_env):
+    first, second, sid = shared(tmp_path, runner_env)
+    gate = prompt(first, sid, "gate")
+    at_first = read_until(first, is_permission)
+    read_until(second, is_permission)
+    queued = prompt(second, sid, "one")
+    wait_until(lambda: live_turns() == 2, what="the prompt to wait in the queue")
+    second.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": queued}})
+    withdrawn = read_until(second, is_answer(queued))[-1]
+    assert withdrawn["error"]["code"] == -32800  # answered as a cancelled request
+    wait_until(lambda: live_turns() == 1, what="the withdrawn prompt to leave the queue")
+    allow(first, at_first[-1])
+    assert read_until(first, is_answer(gate))[-1]["result"] == {"stopReason": "end_turn"}
+    assert texts_by_run(tmp_path / "journal.db") == ["before after"]  # the withdrawn prompt never ran

@@ -26,6 +26,7 @@ from acp_server.protocol.opening import load_session_params
 from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_REQUEST, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.runner.routes import Client, Routes, current_cursor, current_prompter
+from acp_server.turns.supervisor import Ticket, entered
 from acp_server.turns.workers import Workers
 from adapters.base import RuntimeAdapter
 from adapters.events import Envelope
@@ -160,13 +161,20 @@ class RunnerAgent(AcpAgent):
         await self._join(params)
         session_id = params.get("sessionId")
         current_prompter.set(self.peer)  # inherited by the turn's task, started below
+        tickets: list[Ticket] = []
+        entered.set(tickets)  # the queue names this prompt's ticket here
         try:
             return await self.hub.run_turn(lambda: super(RunnerAgent, self).handle_session_prompt(params))
         except anyio.get_cancelled_exc_class():
-            # `$/cancel_request` from a connected editor stops the turn, as without a runner; a
-            # connection winding down cancels only its wait, and the turn goes on detached.
+            # `$/cancel_request` from a connected editor withdraws its prompt still waiting, or
+            # stops the turn running, as without a runner; a connection winding down cancels only
+            # its wait, and the turn goes on detached.
             session = self.hub.sessions.live(session_id) if isinstance(session_id, str) else None
-            if not self._closing and session is not None:
+            if self._closing or session is None:
+                raise
+            if tickets and tickets[0].waiting:
+                tickets[0].cancel()
+            else:
                 session.queue.cancel_all()
             raise
 
