@@ -15,6 +15,7 @@ from test_peer import start_pair
 from acp_server.rpc.errors import RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.runner.routes import Client, Routes, current_cursor, current_prompter
+from acp_server.turns.client import ClientCapabilities
 
 UPDATE = "session/update"
 ASK = "session/request_permission"
@@ -124,18 +125,22 @@ async def test_a_question_goes_to_every_editor_the_first_answer_wins_and_the_oth
         await Routes(detached_wait=0.01).request(ASK, {"sessionId": "s"})
 
 
-async def test_a_file_request_goes_to_the_prompting_editor_only():
+async def test_a_file_request_goes_to_the_prompting_editor_or_else_to_one_that_can_read_files():
     routes = Routes(detached_wait=10)
-    first, second = Editor("first"), Editor("second")
-    first_side, second_side = Peer(), Peer()
+    first, second, third = Editor("first"), Editor("second"), Editor("third")
+    sides = [Peer(), Peer(), Peer()]
+    reads = ClientCapabilities(read_text_file=True)
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
-            start_pair(tg, first_side, {}, first.peer, first.handlers())
-            start_pair(tg, second_side, {}, second.peer, second.handlers())
-            routes.attach("s", Client(first_side))
-            routes.attach("s", Client(second_side))
-            current_prompter.set(second_side)
-            answer = await routes.request(READ, {"sessionId": "s"})
+            for side, editor in zip(sides, (first, second, third), strict=True):
+                start_pair(tg, side, {}, editor.peer, editor.handlers())
+            routes.attach("s", Client(sides[0], capabilities=lambda: reads))
+            routes.attach("s", Client(sides[1], capabilities=lambda: reads))
+            current_prompter.set(sides[1])
+            by_prompter = await routes.request(READ, {"sessionId": "s"})
+            routes.attach("s", Client(sides[2]))  # offers no file reads
+            current_prompter.set(sides[2])
+            by_reader = await routes.request(READ, {"sessionId": "s"})
             tg.cancel_scope.cancel()
-    assert answer == {"by": "second"}
-    assert not first.asked.is_set()
+    assert by_prompter == {"by": "second"} and by_reader == {"by": "first"}
+    assert not third.asked.is_set()

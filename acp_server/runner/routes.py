@@ -4,8 +4,8 @@ A turn in the runner talks to "the editors of its session", not to the connectio
 `Routes` stands in for that peer. Updates go to every attached connection, in journal order (or
 nowhere while none is: they are in the journal already). A question the user answers (permission,
 form) goes to every attached connection able to answer, the first answer wins and the other copies
-are withdrawn (`$/cancel_request`); a file or terminal request goes to one connection, the one whose
-prompt runs the turn when it is attached, else the earliest attached. With no connection to ask,
+are withdrawn (`$/cancel_request`); a file or terminal request goes to one connection that offers
+it: the one whose prompt runs the turn when it is attached, else the earliest attached. With no connection to ask,
 a request waits for one, up to `detached_wait` seconds. A connection loading (or resuming) the
 session holds its live updates until its replay has answered, then gets those the replay did not
 cover, and is asked nothing until then.
@@ -51,11 +51,18 @@ class Client:
     capabilities: Callable[[], ClientCapabilities] = ClientCapabilities
 
     def can_answer(self, method: str) -> bool:
+        """Whether to ask it `method`: never a watcher (its answers never count), and a form,
+        a file or a terminal only of one that advertised it."""
         if self.read_only:
-            return False  # a watcher: its answers never count, so it is never asked
+            return False
+        offered = self.capabilities()
         if method == methods.ELICITATION_CREATE:
-            return self.capabilities().elicitation_form
-        return True
+            return offered.elicitation_form
+        if method == methods.FS_READ_TEXT_FILE:
+            return offered.read_text_file
+        if method == methods.FS_WRITE_TEXT_FILE:
+            return offered.write_text_file
+        return offered.terminal if method.startswith("terminal/") else True
 
 
 @dataclass(slots=True)
