@@ -1,11 +1,11 @@
 """Benchmark: one session shared by several connections in runner mode. A stdio front prompts a
-turn of N deltas while W other fronts (0, 1, 2, 8) have the session open and read every update;
-prints the deltas/s at the prompting front, the ratio to no watchers, and the runner's CPU
-(user + system, from /proc) per delta. Each watcher count gets a fresh runner and journal; every
-watcher is checked to have seen the whole turn. A benchmark, not a test: nothing is asserted
-about speed.
+turn (fast: N deltas as quick as the agent makes them; paced: 500 deltas/s) while W other fronts
+(0, 1, 2, 8) have the session open and read every update; prints the deltas/s at the prompting
+front, the ratio to no watchers, and the runner's CPU (user + system, from /proc) per delta. Each
+watcher count gets a fresh runner and journal; every watcher is checked to have seen the whole
+turn. A benchmark, not a test: nothing is asserted about speed.
 
-    .venv/bin/python bench/shared.py [--deltas N (50000)] [--runs K (3)] [--watchers 0,1,2,8]
+    .venv/bin/python bench/shared.py [--deltas N] [--paced N] [--runs K] [--watchers 0,1,2,8]
 """
 
 from __future__ import annotations
@@ -28,8 +28,16 @@ from runner import REPO, Client, text  # the runner benchmark's client
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def script(deltas: int) -> dict[str, Any]:
-    return {"scenarios": [{"match": "stream", "steps": [{"say": "x" * 8} for _ in range(deltas)]}]}
+def script(deltas: int, paced: int) -> dict[str, Any]:
+    """A fast stream (the runner merges its deltas into few frames) and a paced one (500 deltas/s:
+    a frame each, so every watcher costs the runner a frame per delta)."""
+    steps = [step for _ in range(paced) for step in ({"say": "x" * 8}, {"sleep": 0.002})]
+    return {
+        "scenarios": [
+            {"match": "stream", "steps": [{"say": "x" * 8} for _ in range(deltas)]},
+            {"match": "paced", "steps": steps},
+        ]
+    }
 
 
 def cpu_seconds(pid: int) -> float:
@@ -63,7 +71,9 @@ def watch(client: Client, seen: list[int]) -> None:
     seen.append(chars)
 
 
-def shared_once(argv: list[str], env: dict[str, str], cwd: str, deltas: int, watchers: int) -> tuple[float, float]:
+def shared_once(
+    argv: list[str], env: dict[str, str], cwd: str, turn: tuple[str, int], watchers: int
+) -> tuple[float, float]:
     """(deltas/s at the prompting front, runner CPU seconds per delta) for one turn."""
     prompter = Client(argv, env)
     sid = prompter.session(cwd)
@@ -80,7 +90,8 @@ def shared_once(argv: list[str], env: dict[str, str], cwd: str, deltas: int, wat
     pid = runner_pid(env)
     cpu = cpu_seconds(pid)
     started = time.perf_counter()
-    chars, response = prompter.until(prompter.send("session/prompt", {"sessionId": sid, "prompt": [text("stream")]}))
+    words, deltas = turn
+    chars, response = prompter.until(prompter.send("session/prompt", {"sessionId": sid, "prompt": [text(words)]}))
     wall = time.perf_counter() - started
     for thread in threads:
         thread.join(120)
@@ -98,25 +109,36 @@ def shared_once(argv: list[str], env: dict[str, str], cwd: str, deltas: int, wat
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deltas", type=int, default=50000)
+    parser.add_argument("--paced", type=int, default=3000, help="deltas of the paced turn")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--watchers", default="0,1,2,8")
     args = parser.parse_args()
     counts = [int(n) for n in args.watchers.split(",")]
-    results: dict[int, list[tuple[float, float]]] = {}
+    turns = {"fast": ("stream", args.deltas), "paced": ("paced", args.paced)}
+    results: dict[tuple[str, int], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="acpb-", dir="/tmp") as tmp:  # short: a socket path
         env = dict(os.environ, XDG_RUNTIME_DIR=f"{tmp}/run", XDG_DATA_HOME=f"{tmp}/data")
         os.makedirs(f"{tmp}/run")
         path = Path(tmp) / "script.json"
-        path.write_text(json.dumps(script(args.deltas)))
+        path.write_text(json.dumps(script(args.deltas, args.paced)))
         for run in range(args.runs):  # interleaved: a busy spell of the machine hits every count
-            for watchers in counts:
-                argv = ["--runner", "--agent", "scripted", "--script", str(path), "--db", f"{tmp}/{watchers}-{run}.db"]
-                results.setdefault(watchers, []).append(shared_once(argv, env, tmp, args.deltas, watchers))
-    load = os.getloadavg()[0]
-    print(f"one turn of {args.deltas} deltas through stdio fronts, median of {args.runs} (load average {load:.1f}):")
-    base = statistics.median(rate for rate, _ in results[counts[0]])
-    alone = statistics.median(c for _, c in results[counts[0]])
-    for watchers, runs in results.items():
+            for name, turn in turns.items():
+                for watchers in counts:
+                    db = f"{tmp}/{name}-{watchers}-{run}.db"
+                    argv = ["--runner", "--agent", "scripted", "--script", str(path), "--db", db]
+                    results.setdefault((name, watchers), []).append(shared_once(argv, env, tmp, turn, watchers))
+    print(f"median of {args.runs}, through stdio fronts (load average {os.getloadavg()[0]:.1f}):")
+    for name, (_, deltas) in turns.items():
+        print(f"{name} turn of {deltas} deltas:")
+        report(results, name, counts)
+    return 0
+
+
+def report(results: dict[tuple[str, int], list[tuple[float, float]]], name: str, counts: list[int]) -> None:
+    base = statistics.median(rate for rate, _ in results[name, counts[0]])
+    alone = statistics.median(cpu for _, cpu in results[name, counts[0]])
+    for watchers in counts:
+        runs = results[name, watchers]
         rate = statistics.median(r for r, _ in runs)
         cpu = statistics.median(c for _, c in runs)
         each = f"{(cpu - alone) / watchers * 1e6:5.1f}" if watchers else "    -"
@@ -125,7 +147,6 @@ def main() -> int:
             f"  runner CPU {cpu * 1e6:5.1f} us/delta, {each} us/delta/watcher"
             f"  (runs: {', '.join(f'{r:.0f}' for r, _ in runs)})"
         )
-    return 0
 
 
 if __name__ == "__main__":
