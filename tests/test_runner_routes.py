@@ -20,6 +20,7 @@ from acp_server.turns.client import ClientCapabilities
 UPDATE = "session/update"
 ASK = "session/request_permission"
 READ = "fs/read_text_file"
+FORM = "elicitation/create"
 
 
 class Editor:
@@ -49,7 +50,7 @@ class Editor:
                     self.withdrawn.set()  # its copy was withdrawn with `$/cancel_request`
             return {"by": self.name}
 
-        return {UPDATE: update, ASK: ask, READ: ask}
+        return {UPDATE: update, ASK: ask, READ: ask, FORM: ask}
 
 
 async def notify(routes: Routes, seq: int) -> None:
@@ -144,3 +145,20 @@ async def test_a_file_request_goes_to_the_prompting_editor_or_else_to_one_that_c
             tg.cancel_scope.cancel()
     assert by_prompter == {"by": "second"} and by_reader == {"by": "first"}
     assert not third.asked.is_set()
+
+
+async def test_a_form_goes_only_to_the_editors_that_show_forms():
+    routes = Routes(detached_wait=10)
+    plain, forms = Editor("plain"), Editor("forms")
+    plain_side, forms_side = Peer(), Peer()
+    shows_forms = ClientCapabilities(elicitation_form=True)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            start_pair(tg, plain_side, {}, plain.peer, plain.handlers())
+            start_pair(tg, forms_side, {}, forms.peer, forms.handlers())
+            routes.attach("s", Client(plain_side))
+            routes.attach("s", Client(forms_side, capabilities=lambda: shows_forms))
+            answer = await routes.request(FORM, {"sessionId": "s"})
+            tg.cancel_scope.cancel()
+    assert answer == {"by": "forms"}
+    assert not plain.asked.is_set()
