@@ -123,6 +123,7 @@ async def test_attaching_mid_turn_shows_the_turn_from_its_start_then_its_live_re
     assert shown(replayed) == ("short reply" if history else "") + "before "
     assert [u["sessionUpdate"] for u in live] == [
         *("tool_call_update", "tool_call_update", "agent_message_chunk"),  # the running turn's rest
+        "session_info_update",  # its end: the first editor's turn, which only it is answered about
         "agent_message_chunk",  # then the answer to "next"
     ]
     assert shown(live) == "after" + "short reply"

@@ -1,6 +1,7 @@
 """Runner mode over real processes and real sockets: a turn outlives the front it started on, a
 new front's load gets the replay and then the live rest (each event once), cancel and questions
-follow the session to the front that attaches next, and runners start, race and stop cleanly."""
+follow the session to the front that attaches next, and runners start, race and stop cleanly
+(fronts sharing one session: test_runner_sharing.py)."""
 
 from __future__ import annotations
 
@@ -184,23 +185,6 @@ def test_a_question_no_editor_answers_fails_closed_after_the_detached_wait(tmp_p
     failed = [u for u in updates(replayed) if u.get("status") == "failed"]
     assert failed and "no editor answered" in json.dumps(failed[-1]["content"])
     assert text(replayed) == "before after"
-
-
-def test_a_later_front_takes_a_session_over_and_the_earlier_ones_question_is_withdrawn(tmp_path, runner_env):
-    first = Front(*runner_env, cwd=str(tmp_path))
-    sid = start_turn(first, str(tmp_path), "gate")
-    asked = read_until(first, is_permission)[-1]
-
-    second = Front(*runner_env, cwd=str(tmp_path))
-    second.initialize()
-    load(second, sid, str(tmp_path))
-    again = read_until(second, is_permission)[-1]
-    withdrawn = read_until(first, lambda f: f.get("method") == "$/cancel_request")[-1]
-    assert withdrawn["params"] == {"requestId": asked["id"]}
-    allow(second, again)
-    assert text(read_until(second, lambda f: text([f]) == "after"))[-5:] == "after"
-    first.close_stdin()
-    assert first.wait() == 0
 
 
 def test_a_killed_runner_leaves_the_run_interrupted_and_the_next_front_starts_a_fresh_runner(tmp_path, runner_env):

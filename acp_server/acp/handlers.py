@@ -29,7 +29,7 @@ from acp_server.acp.options import (
     config_options,
     modes_state,
 )
-from acp_server.acp.prompting import AgentOptions, Prompts
+from acp_server.acp.prompting import AgentOptions, Echo, Prompts
 from acp_server.acp.sessions import Session, SessionStore
 from acp_server.protocol import methods
 from acp_server.protocol.opening import (
@@ -96,7 +96,7 @@ class AcpAgent:
     """The handlers of one connection. `peer` is the connection they talk back through (a
     fresh one by default); `acp.server.serve` runs it with these handlers. `sessions`,
     `outbound` and `workers` let a runner keep sessions, turns and agent threads beyond one
-    connection."""
+    connection; `echo` shows the others sharing a session what its prompting editor knows."""
 
     def __init__(
         self,
@@ -108,6 +108,7 @@ class AcpAgent:
         sessions: SessionStore | None = None,
         outbound: Peer | None = None,
         workers: Workers | None = None,
+        echo: Echo | None = None,
     ) -> None:
         self.adapter = adapter
         self.options = options or AgentOptions()
@@ -130,6 +131,7 @@ class AcpAgent:
             commands=self._commands,
             set_mode=self._set_mode,
             workers=workers if workers is not None else Workers(self.options.max_workers),
+            echo=echo,
         )
         self.controls = Controls(
             adapter,
@@ -319,13 +321,14 @@ class AcpAgent:
         return wire(SetConfigOptionResult(config_options=self._options(session)))
 
     async def _set_mode(self, session: Session, mode: str, *, announce_options: bool = True) -> None:
-        """Change the mode, persist it, and tell the client through both mechanisms."""
+        """Change the mode, persist it, and tell the client (in a runner: every one with the
+        session open) through both mechanisms."""
         session.mode = mode
         await self.sessions.save(session, mode=mode)
         if not agent_modes(session.controls):  # ACP modes are the agent's: ours is only an option
-            await self.notify_update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
+            await self._notify_outbound(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
         if announce_options:
-            await self.notify_update(
+            await self._notify_outbound(
                 session.id, {"sessionUpdate": "config_option_update", "configOptions": self._option_list(session)}
             )
 

@@ -25,7 +25,7 @@ from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.turns.bridge import FollowUp
 from acp_server.turns.client import ClientCapabilities
-from acp_server.turns.mapping import live_updates, to_update
+from acp_server.turns.mapping import live_updates, to_update, user_message_chunks
 from acp_server.turns.placement import TerminalChoice
 from acp_server.turns.policy import DEFAULT_MODE
 from acp_server.turns.rich import RichReply, haui_on
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Blocks = tuple[dict[str, Any], ...]
+Echo = Callable[[str, dict[str, Any]], Awaitable[None]]
 CLIENT_LEFT_ERROR = "the client closed the connection during the turn"
 
 
@@ -93,6 +94,7 @@ class Prompts:
         commands: list[AvailableCommand],
         set_mode: Callable[[Session, str], Awaitable[None]],
         workers: Workers,
+        echo: Echo | None = None,
     ) -> None:
         self.adapter = adapter
         self.capabilities: AdapterCapabilities = adapter.capabilities()
@@ -104,6 +106,7 @@ class Prompts:
         self._commands = commands
         self._set_mode = set_mode
         self._workers = workers
+        self._echo = echo  # a runner's: what the prompting editor knows, shown to the others
         self._client_left = False
 
     async def prompt(self, session: Session, blocks: Blocks) -> PromptResult:
@@ -296,6 +299,21 @@ class Prompts:
         for shown in reply.shown(event):
             for update in live_updates(shown):
                 await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})
+        if self._echo is not None:
+            for update in echoed_updates(envelope):
+                await self._echo(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})
+
+
+def echoed_updates(envelope: Envelope) -> list[dict[str, Any]]:
+    """What the prompting editor knows without being told, for the others sharing the session:
+    the prompt as its turn starts, and the turn's end (its answer tells only the prompting one)."""
+    event = envelope.event
+    if isinstance(event, PromptReceived) and event.origin is None:
+        return user_message_chunks(event)
+    if isinstance(event, TurnFinished):
+        ended = {"runId": envelope.run_id, "stopReason": event.reason}
+        return [{"sessionUpdate": "session_info_update", "_meta": {"acp-server": {"turnEnded": ended}}}]
+    return []
 
 
 def _added(first: dict[str, int] | None, second: dict[str, int] | None) -> dict[str, int] | None:

@@ -1,7 +1,7 @@
 """The runner's shared state and the handlers of each connection to it.
 
 Per runner (`Hub`): the adapter, the journal, the sessions and their turn queues, the routes
-that say which connection owns each session, the agent threads, and the task group the turns
+that say which connections have each session open, the agent threads, and the task group the turns
 run in. Per connection (`RunnerAgent`): the peer, the client's capabilities and `initialize`. A
 turn runs in the hub's task group, so it outlives the connection whose `session/prompt` started
 it; when that connection goes away its sessions detach (nothing is cancelled), and a later
@@ -23,9 +23,10 @@ from acp_server.acp.handlers import SEQUENTIAL, AcpAgent
 from acp_server.acp.prompting import AgentOptions
 from acp_server.acp.sessions import Session, SessionStore
 from acp_server.protocol.opening import load_session_params
-from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
+from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_REQUEST, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
-from acp_server.runner.routes import Routes, current_cursor
+from acp_server.runner.routes import Client, Routes, current_cursor, current_prompter
+from acp_server.turns.supervisor import Ticket, entered
 from acp_server.turns.workers import Workers
 from adapters.base import RuntimeAdapter
 from adapters.events import Envelope
@@ -69,8 +70,8 @@ class Hub:
             await ready()
             tasks.cancel_scope.cancel()
 
-    def agent(self) -> RunnerAgent:
-        return RunnerAgent(self)
+    def agent(self, *, read_only: bool = False) -> RunnerAgent:
+        return RunnerAgent(self, read_only=read_only)
 
     def touch(self) -> None:
         self.changed.set()
@@ -116,10 +117,11 @@ class Hub:
 
 
 class RunnerAgent(AcpAgent):
-    """One connection's handlers over the hub's sessions; the session it creates, loads,
-    resumes or prompts is routed to it (the later connection takes a session over)."""
+    """One connection's handlers over the hub's sessions. Any number of connections may have a
+    session open (docs/runner.md, "Sharing a session"); a `read_only` one watches: it may load,
+    resume and list, and is never asked a question, but what would change a session is refused."""
 
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: Hub, *, read_only: bool = False) -> None:
         super().__init__(
             hub.adapter,
             hub.options,
@@ -128,8 +130,11 @@ class RunnerAgent(AcpAgent):
             sessions=hub.sessions,
             outbound=hub.routes,
             workers=hub.workers,
+            echo=hub.routes.echo,
         )
         self.hub = hub
+        self.read_only = read_only
+        self.route = Client(self.peer, read_only=read_only, capabilities=lambda: self.client)
         self._closing = False
 
     async def on_close(self) -> None:
@@ -139,44 +144,119 @@ class RunnerAgent(AcpAgent):
         if detached:
             log.info("connection closed; %d session(s) detached", len(detached))
 
+    def _refuse_if_read_only(self, what: str) -> None:
+        if self.read_only:
+            raise RpcError(INVALID_REQUEST, f"Invalid request: this connection is read-only (it may not {what})")
+
     async def handle_session_new(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_if_read_only("create sessions")
         result = await super().handle_session_new(params)
-        self.hub.routes.attach(result["sessionId"], self.peer)
+        self.hub.routes.attach(result["sessionId"], self.route)
         return result
 
     async def handle_session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Queued behind the running turn (whoever sent it) and answered when its own turn ends;
+        the turn's file and terminal requests go to this connection while it is attached."""
+        self._refuse_if_read_only("prompt")
+        await self._join(params)
         session_id = params.get("sessionId")
-        if isinstance(session_id, str):
-            self.hub.routes.attach(session_id, self.peer)  # prompting a session takes it over
+        current_prompter.set(self.peer)  # inherited by the turn's task, started below
+        tickets: list[Ticket] = []
+        entered.set(tickets)  # the queue names this prompt's ticket here
         try:
             return await self.hub.run_turn(lambda: super(RunnerAgent, self).handle_session_prompt(params))
         except anyio.get_cancelled_exc_class():
-            # `$/cancel_request` from a connected editor stops the turn, as without a runner; a
-            # connection winding down cancels only its wait, and the turn goes on detached.
+            # `$/cancel_request` from a connected editor withdraws its prompt still waiting, or
+            # stops the turn running, as without a runner; a connection winding down cancels only
+            # its wait, and the turn goes on detached.
             session = self.hub.sessions.live(session_id) if isinstance(session_id, str) else None
-            if not self._closing and session is not None:
+            if self._closing or session is None:
+                raise
+            if tickets and tickets[0].waiting:
+                tickets[0].cancel()
+            else:
                 session.queue.cancel_all()
             raise
+
+    async def handle_session_cancel(self, params: dict[str, Any]) -> dict[str, Any]:
+        """From any connection that has the session open, but a read-only one."""
+        self._refuse_if_read_only("cancel turns")
+        session_id = params.get("sessionId")
+        if isinstance(session_id, str) and self.peer not in self.hub.routes.clients(session_id):
+            log.info("session/cancel from a connection without the session open ignored")
+            return {}
+        return await super().handle_session_cancel(params)
+
+    async def handle_session_set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Every connection with the session open is told the new mode (this one opens it)."""
+        self._refuse_if_read_only("change modes")
+        await self._join(params)
+        return await super().handle_session_set_mode(params)
+
+    async def handle_session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_if_read_only("change options")
+        await self._join(params)
+        return await super().handle_session_set_config_option(params)
+
+    async def _join(self, params: dict[str, Any]) -> None:
+        """A connection that prompts or changes a session has it open from then on (an unknown
+        session is the handler's -32002)."""
+        session_id = params.get("sessionId")
+        if isinstance(session_id, str):
+            await self.hub.sessions.get(session_id)
+            self.hub.routes.attach(session_id, self.route)
+
+    async def handle_session_delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_if_read_only("delete sessions")
+        return await super().handle_session_delete(params)
+
+    async def handle_session_close(self, params: dict[str, Any]) -> dict[str, Any]:
+        """This connection closes the session; it stays open (its turns running) for the others."""
+        session_id = params.get("sessionId")
+        if isinstance(session_id, str) and self.hub.routes.leave(session_id, self.peer):
+            return {}
+        return await super().handle_session_close(params)
+
+    async def handle_session_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Every stored session, each with the agent it was made with and its state now."""
+        result = await super().handle_session_list(params)
+        for info in result["sessions"]:
+            info["_meta"] = {"acp-server": await self._session_meta(info["sessionId"])}
+        return result
+
+    async def _session_meta(self, session_id: str) -> dict[str, Any]:
+        """`state`: running (a turn runs or waits here), else how its last run ended, or idle."""
+        record = await self.hub.journal.get_session(session_id)
+        live = self.hub.sessions.live(session_id)
+        if live is not None and live.queue.busy():
+            state = "running"
+        else:
+            runs = await self.hub.journal.runs(session_id)
+            state = runs[-1].status.value if runs else "idle"
+        meta: dict[str, Any] = {"state": state, "attached": len(self.hub.routes.clients(session_id))}
+        if record is not None and record.adapter:
+            meta["agent"] = record.adapter
+        return meta
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """The history (a turn still running included), the answer, then the turn's live rest."""
         session = await self._reattach(load_session_params(params))
-        await self._take_over(session, history=True)
+        await self._open_here(session, history=True)
         return self._reopened(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         """No history; but a turn still running is shown from its start, then goes on live, so
         the editor never gets a tail without its beginning."""
         session = await self._reattach(load_session_params(params))
-        await self._take_over(session, history=False)
+        await self._open_here(session, history=False)
         return self._reopened(session)
 
-    async def _take_over(self, session: Session, *, history: bool) -> None:
+    async def _open_here(self, session: Session, *, history: bool) -> None:
         """Replay the history (or only the turn running now), then, after the answer, the live
         rest: updates made meanwhile are held, and those the replay did not include follow the
-        answer (each event exactly once)."""
+        answer (each event exactly once). Other connections keep the session open."""
         routes = self.hub.routes
-        routes.begin_load(session.id, self.peer)  # before the journal is read: a turn starting now is held
+        routes.begin_load(session.id, self.route)  # before the journal is read: a turn starting now is held
         seen: dict[str, int] = {}  # run id -> the last seq the replay showed
         try:
             run_id = None if history else await self._running_run(session.id)

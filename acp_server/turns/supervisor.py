@@ -10,6 +10,7 @@ never wedges its session.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections import deque
@@ -40,6 +41,11 @@ log = logging.getLogger(__name__)
 Publish = Callable[[Envelope], Awaitable[None]]
 
 
+# A list the queue adds each ticket it hands out to, for whoever set it: a runner's handler learns
+# the ticket of the prompt it waits for, which runs in another task.
+entered: contextvars.ContextVar[list[Ticket] | None] = contextvars.ContextVar("entered", default=None)
+
+
 class Ticket:
     """A prompt's place in its session's queue."""
 
@@ -53,6 +59,11 @@ class Ticket:
 
     def admit(self) -> None:
         self._ready.set()
+
+    @property
+    def waiting(self) -> bool:
+        """Still in the queue: neither admitted nor cancelled."""
+        return not self._ready.is_set()
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -84,6 +95,8 @@ class TurnQueue:
         self._tickets.append(ticket)
         if len(self._tickets) == 1:
             ticket.admit()
+        if (tickets := entered.get()) is not None:
+            tickets.append(ticket)
         return ticket
 
     def leave(self, ticket: Ticket) -> None:
@@ -93,6 +106,10 @@ class TurnQueue:
             self._tickets[0].admit()
         if not self._tickets:
             self._idle.set()
+
+    def busy(self) -> bool:
+        """Whether a turn runs or waits."""
+        return bool(self._tickets)
 
     def others_waiting(self) -> bool:
         """Whether a prompt waits behind the running turn."""
