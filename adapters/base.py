@@ -345,6 +345,7 @@ class AdapterCapabilities:
     commands: tuple[SlashCommand, ...] = ()
     cancel_latency: float = 1.0  # seconds within which a cancelled turn stops
     auth_methods: tuple[AuthMethod, ...] = ()
+    logout: bool = False  # the adapter has `logout()`, which ends what `authenticate` began
 
 
 class RuntimeAdapter(Protocol):

@@ -111,21 +111,35 @@ class Agent:
         }
         if self.args.auth:
             result["authMethods"] = [{"id": "login", "name": "Log in", "description": "Opens a browser"}]
+        if self.args.terminal_auth:  # as claude-agent-acp offers its `claude /login`
+            result["authMethods"] = [*result.get("authMethods", []), TERMINAL_METHOD]
+        if self.args.auth or self.args.terminal_auth:
+            caps["auth"] = {"logout": {}}
         return result
 
     def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         self.authed = params.get("methodId") == "login"
         return {}
 
-    def session_new(self, params: dict[str, Any]) -> Any:
-        if self.args.auth and not self.authed:
+    def logout(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.authed = False
+        login_file(self.args.store).unlink(missing_ok=True)
+        return {}
+
+    def check_auth(self) -> None:
+        """-32000 until authenticated (or logged in in a terminal, `--login`), as released agents do."""
+        if (self.args.auth or self.args.terminal_auth) and not (self.authed or login_file(self.args.store).exists()):
             raise Failure(-32000, "Authentication required: log in first")
+
+    def session_new(self, params: dict[str, Any]) -> Any:
+        self.check_auth()
         sid = f"fake-{uuid.uuid4().hex[:8]}"
         self.sessions[sid] = []
         self.save()
         return {"sessionId": sid, **self.state()}
 
     def session_load(self, params: dict[str, Any], *, replay: bool = True) -> Any:
+        self.check_auth()
         sid = params["sessionId"]
         if sid not in self.sessions:
             raise Failure(-32002, "Session not found")
@@ -144,6 +158,11 @@ class Agent:
     def prompt(self, rid: int, params: dict[str, Any]) -> None:
         sid = params["sessionId"]
         text = "".join(block.get("text", "") for block in params["prompt"])
+        try:
+            self.check_auth()
+        except Failure as exc:
+            self.send({"jsonrpc": "2.0", "id": rid, "error": {"code": exc.code, "message": exc.message}})
+            return
         if self.args.fail_after_cancel and sid in self.cancelled_last:
             self.cancelled_last.discard(sid)
             self.send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "Internal error"}})
@@ -254,6 +273,7 @@ class Agent:
         handlers = {
             "initialize": self.initialize,
             "authenticate": self.authenticate,
+            "logout": self.logout,
             "session/new": self.session_new,
             "session/load": self.session_load,
             "session/set_mode": self.set_mode,
@@ -301,6 +321,28 @@ class Agent:
         self.replayed.set()
 
 
+TERMINAL_METHOD = {
+    "id": "fake-login",
+    "name": "Log in in a terminal",
+    "description": "Runs the fake agent's own login",
+    "type": "terminal",
+    "args": ["--login"],
+    "env": {"FAKE_LOGIN_WHO": "terminal"},
+}
+
+
+def login_file(store: str) -> Path:
+    """Where a terminal login (`--login`) leaves its mark for the agent run after it."""
+    return Path(f"{store}.login")
+
+
+def login(args: argparse.Namespace) -> None:
+    """The terminal method: a line on the terminal, the mark (who, from the method's env), exit 0."""
+    who = os.environ.get("FAKE_LOGIN_WHO", "nobody")
+    login_file(args.store).write_text(json.dumps({"who": who, "argv": sys.argv[1:]}))
+    print(f"Logged in as {who}.")
+
+
 class Failure(Exception):
     def __init__(self, code: int, message: str) -> None:
         self.code, self.message = code, message
@@ -321,7 +363,12 @@ def main() -> None:
     parser.add_argument("--calls", help="append each request and notification received to this file")
     parser.add_argument("--modes", action="store_true", help="offer modes, config options and commands")
     parser.add_argument("--auth", action="store_true", help="require authenticate before session/new")
+    parser.add_argument("--terminal-auth", action="store_true", help="require a terminal login (`--login`) first")
+    parser.add_argument("--login", action="store_true", help="log in (the terminal method) and exit")
     args = parser.parse_args()
+    if args.login:
+        login(args)
+        return
     pids = [os.getpid()]
     if args.orphan:
         pids.append(subprocess.Popen(["sleep", "1000"], start_new_session=True).pid)

@@ -41,6 +41,7 @@ from acp_server.protocol.opening import (
 from acp_server.protocol.results import (
     EMPTY,
     AgentCapabilities,
+    AuthCapabilities,
     AuthMethod,
     Implementation,
     InitializeResult,
@@ -72,6 +73,7 @@ from acp_server.turns.workers import Workers
 from adapters.base import (
     AdapterCapabilities,
     AgentError,
+    AuthRequired,
     RuntimeAdapter,
     TurnInput,
     auth_needed,
@@ -145,6 +147,7 @@ class AcpAgent:
         table: dict[str, Handler] = {
             methods.INITIALIZE: self.handle_initialize,
             methods.AUTHENTICATE: self.handle_authenticate,
+            methods.LOGOUT: self.handle_logout,
             methods.SESSION_NEW: self.handle_session_new,
             methods.SESSION_PROMPT: self.handle_session_prompt,
             methods.SESSION_CANCEL: self.handle_session_cancel,
@@ -193,6 +196,7 @@ class AcpAgent:
                 ),
                 mcp_capabilities=McpCapabilities(http=caps.mcp_http, sse=caps.mcp_sse),
                 session_capabilities=self._session_capabilities(),
+                auth=AuthCapabilities(logout=Offered()) if caps.logout else None,
             ),
             auth_methods=[
                 _auth_method(m) for m in caps.auth_methods if self.client.terminal_auth or m.kind != "terminal"
@@ -218,10 +222,14 @@ class AcpAgent:
         request = parse(AuthenticateParams, params)
         hook = getattr(self.adapter, "authenticate", None)
         if callable(hook) and any(m.id == request.method_id for m in self.capabilities.auth_methods):
-            try:
-                await anyio.to_thread.run_sync(hook, request.method_id)
-            except AgentError as exc:
-                raise RpcError(INTERNAL_ERROR, str(exc)) from None
+            await _agent_call(hook, request.method_id)
+        return wire(EMPTY)
+
+    async def handle_logout(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The agent below that offers logout logs out; for ours there is nothing to end."""
+        hook = getattr(self.adapter, "logout", None)
+        if callable(hook) and self.capabilities.logout:
+            await _agent_call(hook)
         return wire(EMPTY)
 
     async def on_close(self) -> None:
@@ -529,6 +537,16 @@ def _auth_method(method: AdapterAuthMethod) -> AuthMethod:
         args=list(method.args),
         env=dict(method.env) or None,
     )
+
+
+async def _agent_call(hook: Callable[..., object], *args: object) -> None:
+    """`hook` in a worker thread, its failure as the editor is told it (auth_required as such)."""
+    try:
+        await anyio.to_thread.run_sync(hook, *args)
+    except AuthRequired as exc:
+        raise RpcError(AUTH_REQUIRED, str(exc)) from None
+    except AgentError as exc:
+        raise RpcError(INTERNAL_ERROR, str(exc)) from None
 
 
 def _journal_failed(failed: ExceptionGroup[JournalError]) -> RpcError:

@@ -21,7 +21,7 @@ from acp_server.acp.options import effective_config
 from acp_server.acp.sessions import Session, SessionStore
 from acp_server.protocol import methods
 from acp_server.protocol.results import AvailableCommand, PromptResult, Usage
-from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
+from acp_server.rpc.errors import AUTH_REQUIRED, INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.turns.bridge import FollowUp
 from acp_server.turns.client import ClientCapabilities
@@ -127,7 +127,8 @@ class Prompts:
         finally:
             session.queue.leave(ticket)
         if outcome.stop_reason == "error":
-            raise RpcError(INTERNAL_ERROR, outcome.error or "The agent failed")
+            code = AUTH_REQUIRED if outcome.auth_required else INTERNAL_ERROR  # the editor offers its log in
+            raise RpcError(code, outcome.error or "The agent failed")
         usage = _usage(spent) if spent is not None else None
         return PromptResult(stop_reason="cancelled" if ticket.cancelled else outcome.stop_reason, usage=usage)
 

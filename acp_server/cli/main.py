@@ -49,7 +49,7 @@ OWN_LOG_LIBRARIES: dict[str, tuple[str, tuple[str, ...]]] = {
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 EXIT_JOURNAL = 2  # the journal cannot be used: the message says which file, why and what to do
 EXIT_USAGE = 2  # as argparse exits on a bad option
-AGENT_COMMANDS = (None, "prompt", "doctor")  # the commands that build an agent (None: serving)
+AGENT_COMMANDS = (None, "prompt", "doctor", "login")  # the commands that build an agent (None: serving)
 TERMINAL_HINT = (
     "acp-server: serving ACP (JSON-RPC, one JSON object per line) on stdin/stdout, for an editor to start; "
     'to try it from a terminal, run acp-server prompt "hello" with the same options (Ctrl-D quits)'
@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     from acp_server.cli.setup import add_command as add_setup_command
 
     add_setup_command(commands)
+    from acp_server.cli.login import add_command as add_login_command
+
+    add_login_command(commands)
     return parser
 
 
@@ -226,6 +229,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _command(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    from acp_server.downstream.login import LOGIN_ENV  # an editor running the agent's terminal sign-in sets it
+
+    if args.command == "login" or (args.command is None and os.environ.get(LOGIN_ENV)):
+        from acp_server.cli.login import run_login
+
+        return run_login(args, getattr(args, "method", None) or os.environ.get(LOGIN_ENV))
     if args.command == "prompt":
         from acp_server.cli.prompt import run_prompt_command
 

@@ -163,6 +163,9 @@ class Downstream:
         setup = self._setup(client, session, ready)
         try:
             answer = await self._session_call(client, method, {"sessionId": theirs, **setup})
+        except AuthRequired:
+            client.routes.pop(theirs, None)
+            raise  # the editor is told to log in; the session is brought back once it has
         except AgentError as exc:
             client.routes.pop(theirs, None)
             log.info("%s: could not bring back session %s: %s", self.command.name, theirs, exc)
@@ -345,11 +348,21 @@ class Downstream:
                     log.info("%s: session/close: %s", self.command.name, exc)
 
     async def authenticate(self, method_id: str) -> None:
+        await self._auth_call(methods.AUTHENTICATE, {"methodId": method_id}, "authentication failed")
+
+    async def logout(self) -> None:
+        await self._auth_call(methods.LOGOUT, {}, "logout failed")
+
+    async def _auth_call(self, method: str, params: Json, failed: str) -> None:
         client = await self.client()
         try:
-            await client.request(methods.AUTHENTICATE, {"methodId": method_id}, timeout=None)
+            await client.request(method, params, timeout=None)
         except RpcError as exc:
-            raise AgentError(f"authentication failed: {exc.message}") from None
+            if exc.code == AUTH_REQUIRED:
+                raise AuthRequired(exc.message) from None
+            raise AgentError(f"{failed}: {exc.message}") from None
+        except PeerClosedError as exc:
+            raise AgentError(f"{method}: {self._why(client, exc)}") from None
 
 
 async def _quiet(session: AgentSession) -> None:

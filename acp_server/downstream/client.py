@@ -5,6 +5,7 @@ agent answered is kept as `AgentInfo`. The agent's own requests and notification
 and go to the `Route` of the agent session they name (`routes`); a session nobody routes gets
 a refusal (requests) or nothing (notifications). What the agent is told it may ask: files
 (`fs/*`), form questions, never `terminal/*` (its commands run as its own tools, after asking).
+acp-server says it can run terminal auth methods: `acp-server login` runs the agent's own.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ CLIENT_CAPABILITIES: dict[str, Any] = {
     "fs": {"readTextFile": True, "writeTextFile": True},
     "terminal": False,
     "elicitation": {"form": {}},
+    "auth": {"terminal": True},  # offered to the editor as ours, run by `acp-server login`
 }
 # The agent's requests that a turn answers (session/update is a notification).
 ASKS = (
@@ -72,6 +74,7 @@ class AgentInfo:
     embedded_context: bool
     mcp_http: bool
     mcp_sse: bool
+    logout: bool = False
     auth_methods: tuple[Json, ...] = field(default=())
 
     @classmethod
@@ -94,6 +97,7 @@ class AgentInfo:
             embedded_context=prompt.get("embeddedContext") is True,
             mcp_http=mcp.get("http") is True,
             mcp_sse=mcp.get("sse") is True,
+            logout=isinstance(_object(caps.get("auth")).get("logout"), dict),
             auth_methods=tuple(m for m in auth if m),
         )
 
@@ -214,9 +218,20 @@ def _object(value: Any) -> Json:
 
 
 def _auth_method(value: Any) -> Json:
-    """An auth method as the editor may be shown it: `id` and `name` are required."""
+    """An auth method as the editor may be shown it: `id` and `name` are required, a terminal
+    method's `args` are strings and its `env` maps strings to strings; other types are dropped."""
     method = _object(value)
     if not isinstance(method.get("id"), str) or not isinstance(method.get("name"), str):
         return {}
-    # A terminal method re-runs the editor's command for us with extra arguments: not ours to offer.
-    return method if method.get("type", "agent") == "agent" else {}
+    kind = method.get("type", "agent")
+    if kind == "agent":
+        return method
+    if kind != "terminal":
+        return {}
+    args: Any = method.get("args") or []
+    env: Any = method.get("env") or {}
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in cast(list[Any], args)):
+        return {}
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in cast(Json, env).values()):
+        return {}
+    return {**method, "args": args, "env": env}

@@ -26,13 +26,14 @@ from anyio.from_thread import BlockingPortal
 from acp_server.downstream import asks
 from acp_server.downstream.agent import FORMAT, AgentCommand, Downstream
 from acp_server.downstream.link import Answered, Ask, Cancelled, Inbox, Item, Update
+from acp_server.downstream.login import offered, terminal_method
+from acp_server.downstream.quirks import as_installed
 from acp_server.downstream.sessions import AgentSession
 from acp_server.downstream.updates import ToolCalls, apply
 from acp_server.rpc.errors import RpcError
 from adapters.base import (
     AdapterCapabilities,
     AgentError,
-    AuthMethod,
     Health,
     SessionControls,
     Sink,
@@ -139,7 +140,8 @@ class AcpRuntime:
                     mcp_http=info.mcp_http,
                     mcp_sse=info.mcp_sse,
                     cancel_latency=CANCEL_LATENCY,
-                    auth_methods=tuple(_auth_method(m) for m in info.auth_methods),
+                    auth_methods=tuple(offered(m) for m in info.auth_methods),
+                    logout=info.logout,
                 )
         return self._capabilities
 
@@ -200,6 +202,22 @@ class AcpRuntime:
     def authenticate(self, method_id: str) -> None:
         _, downstream = self._agent()
         self._call(downstream.authenticate, method_id)
+
+    def logout(self) -> None:
+        _, downstream = self._agent()
+        self._call(downstream.logout)
+
+    def login_command(self, method_id: str | None) -> tuple[str, ...]:
+        """The agent's command with its terminal sign-in `method_id`'s arguments (the agent is
+        started to ask, and stopped); AgentError when it will not start, LookupError when it
+        offers no such method."""
+        _, downstream = self._agent()
+        try:
+            info = self._call(downstream.info)
+            argv = self._call(as_installed, self.command.argv)
+        finally:
+            self.close()
+        return (*argv, *terminal_method(info.auth_methods, method_id)["args"])
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -372,8 +390,3 @@ def _say(sink: Sink, turn: TurnInput, text: str) -> None:
         sink.notice(text, severity="warning")
     else:
         sink.text(f"_{text}_\n\n")
-
-
-def _auth_method(method: dict[str, Any]) -> AuthMethod:
-    description = method.get("description")
-    return AuthMethod(method["id"], method["name"], description if isinstance(description, str) else None)

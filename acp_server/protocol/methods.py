@@ -7,6 +7,7 @@ client; tests/test_methods.py checks both against the vendored `schema/meta.json
 # --- agent methods: the client calls them on us ----------------------------------------------
 INITIALIZE = "initialize"
 AUTHENTICATE = "authenticate"
+LOGOUT = "logout"
 SESSION_NEW = "session/new"
 SESSION_LOAD = "session/load"
 SESSION_RESUME = "session/resume"
@@ -34,6 +35,7 @@ AGENT_METHODS = frozenset(
     {
         INITIALIZE,
         AUTHENTICATE,
+        LOGOUT,
         SESSION_NEW,
         SESSION_LOAD,
         SESSION_RESUME,

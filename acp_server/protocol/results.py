@@ -55,11 +55,16 @@ class SessionCapabilities(NamedTuple):
     additional_directories: Offered | None = None
 
 
+class AuthCapabilities(NamedTuple):
+    logout: Offered | None = None
+
+
 class AgentCapabilities(NamedTuple):
     load_session: bool
     prompt_capabilities: PromptCapabilities
     mcp_capabilities: McpCapabilities
     session_capabilities: SessionCapabilities
+    auth: AuthCapabilities | None = None
 
 
 class AuthMethod(NamedTuple):

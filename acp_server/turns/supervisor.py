@@ -23,7 +23,7 @@ import anyio
 from acp_server.turns.bridge import Ask, Finished, FollowUp, ThreadSink, TurnServices, answer
 from acp_server.turns.mapping import OpenToolCalls
 from acp_server.turns.workers import Workers
-from adapters.base import AgentError, RuntimeAdapter, TurnCancelled, TurnInput
+from adapters.base import AgentError, AuthRequired, RuntimeAdapter, TurnCancelled, TurnInput
 from adapters.events import (
     STOP_REASONS,
     Envelope,
@@ -127,6 +127,7 @@ class TurnOutcome:
     error: str | None = None
     usage: dict[str, int] | None = None  # the turn's tokens, as the prompt response's `usage`
     follow_up: FollowUp | None = None  # the turn the agent asked for next; only after a turn that ended well
+    auth_required: bool = False  # the error is the agent's demand that the user log in
 
 
 class TurnTally:
@@ -303,7 +304,7 @@ def _outcome(finished: Finished, *, cancelled: bool) -> TurnOutcome:
         return TurnOutcome("cancelled")
     if finished.error is not None:
         if isinstance(finished.error, AgentError):
-            return TurnOutcome("error", str(finished.error))
+            return TurnOutcome("error", str(finished.error), auth_required=isinstance(finished.error, AuthRequired))
         log.error("the agent raised", exc_info=finished.error)
         return TurnOutcome(
             "error", f"The agent failed ({type(finished.error).__name__}); the server log has the details"
