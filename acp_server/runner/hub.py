@@ -69,8 +69,8 @@ class Hub:
             await ready()
             tasks.cancel_scope.cancel()
 
-    def agent(self) -> RunnerAgent:
-        return RunnerAgent(self)
+    def agent(self, *, read_only: bool = False) -> RunnerAgent:
+        return RunnerAgent(self, read_only=read_only)
 
     def touch(self) -> None:
         self.changed.set()
@@ -117,9 +117,11 @@ class Hub:
 
 class RunnerAgent(AcpAgent):
     """One connection's handlers over the hub's sessions; the session it creates, loads,
-    resumes or prompts is routed to it (the later connection takes a session over)."""
+    resumes or prompts is routed to it (the later connection takes a session over). A
+    `read_only` connection (a remote client paired with `pair --read-only`) only watches: its
+    transport refuses what it may not send, and it is asked nothing."""
 
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: Hub, *, read_only: bool = False) -> None:
         super().__init__(
             hub.adapter,
             hub.options,
@@ -130,6 +132,7 @@ class RunnerAgent(AcpAgent):
             workers=hub.workers,
         )
         self.hub = hub
+        self.read_only = read_only
         self._closing = False
 
     async def on_close(self) -> None:

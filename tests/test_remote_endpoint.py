@@ -1,0 +1,308 @@
+"""The runner's remote endpoint over real sockets: `acp-server runner start --listen` on a free
+port, the official TypeScript SDK's `experimental/ws-client` and `experimental/http-client`
+running turns through it (every frame checked against the schema), a stdio front and a remote
+client on one runner, and who may come in: tokens (401), Origin and Host (403), read-only
+tokens (a JSON-RPC error), `pair --revoke`, and a non-loopback address without TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+from installs import CLIENTS, node_packages, unavailable
+from runner_fronts import Front, cli, runners, short_runtime_dir, stop_runners
+from schema_check import check_agent_frame
+
+from acp_server.runner.tokens import READ_ONLY_REFUSED
+
+SDK = "@agentclientprotocol/sdk"
+CLIENT = CLIENTS / "remote-client.mjs"
+WORDS = [f"w{i} " for i in range(200)]
+SCRIPT = {
+    "scenarios": [
+        {"match": "stream", "steps": [{"say": word} for word in WORDS]},
+        {"match": "", "steps": [{"say": "short "}, {"say": "reply"}]},
+    ]
+}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": 1, "clientCapabilities": {}},
+}
+
+
+@pytest.fixture
+def runner_env(tmp_path, monkeypatch):
+    run_dir = short_runtime_dir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", run_dir)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    yield ("--agent", "scripted", "--script", str(script), "--db", str(tmp_path / "journal.db"))
+    stop_runners()
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def start(options: tuple[str, ...], listen: str = "127.0.0.1:0") -> str:
+    """`runner start --listen`; the runner's /acp address."""
+    done = cli("runner", "start", "--listen", listen, *options)
+    assert done.returncode == 0, done.stderr
+    (status,) = runners()
+    return status["listen"]["acpUrl"]
+
+
+def pair(*flags: str) -> dict[str, Any]:
+    done = cli("pair", "--json", *flags)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def remote_client(transport: str, url: str, token: str, cwd: Path, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run tests/clients/remote-client.mjs; its summary, with every frame it received checked."""
+    node = node_packages(SDK)
+    flags = []
+    if transport == "ws" and _no_global_websocket(node):
+        flags = ["--experimental-websocket"]
+        if _no_global_websocket(node, *flags):
+            unavailable("this Node.js has no WebSocket (Node >= 20.10 is needed)", node=True)
+    config = {"transport": transport, "url": url, "cwd": str(cwd), "steps": steps}
+    env = {**os.environ, "ACP_TOKEN": token}  # never in argv
+    done = subprocess.run(
+        [node, *flags, str(CLIENT), json.dumps(config)], capture_output=True, text=True, timeout=90, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["problems"] == [], summary["problems"]
+    for frame in summary["received"]:
+        answered = None if "method" in frame else summary["sent"].get(str(frame.get("id")))
+        check_agent_frame(frame, answered)
+    return summary
+
+
+def _no_global_websocket(node: str, *flags: str) -> bool:
+    probe = subprocess.run([node, *flags, "-e", "process.exit(typeof WebSocket === 'function' ? 0 : 1)"], check=False)
+    return probe.returncode != 0
+
+
+def new_session(cwd: Path) -> dict[str, Any]:
+    return {"call": "session/new", "params": {"cwd": "$CWD", "mcpServers": []}}
+
+
+def prompt(text: str) -> dict[str, Any]:
+    return {"call": "session/prompt", "params": {"sessionId": "$SESSION", "prompt": [{"type": "text", "text": text}]}}
+
+
+def results(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {step["call"]: step for step in summary["results"]}
+
+
+def streamed_text(summary: dict[str, Any]) -> str:
+    chunks = [u["update"] for u in summary["updates"] if u["update"]["sessionUpdate"] == "agent_message_chunk"]
+    return "".join(chunk["content"]["text"] for chunk in chunks)
+
+
+@pytest.mark.parametrize("transport", ["ws", "http"])
+def test_a_ts_sdk_remote_client_runs_a_streamed_turn_on_a_runner_started_with_listen(tmp_path, runner_env, transport):
+    url = start(runner_env)
+    token = pair()["token"]
+    summary = remote_client(transport, url, token, tmp_path, [new_session(tmp_path), prompt("stream please")])
+    answered = results(summary)
+    assert answered["initialize"]["result"]["protocolVersion"] == 1
+    assert answered["session/prompt"]["result"]["stopReason"] == "end_turn"
+    assert streamed_text(summary) == "".join(WORDS)  # every delta, once, in order
+
+
+def test_a_stdio_front_and_a_remote_client_reach_one_runner_and_see_the_same_sessions(tmp_path, runner_env):
+    url = start(runner_env)
+    front = Front(*runner_env)
+    try:
+        session_id = front.start_session(str(tmp_path))
+        front.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hello"}]})
+    finally:
+        front.close_stdin()
+        front.wait()
+    assert len(runners()) == 1  # the listen address is not part of which runner a configuration gets
+    load = {"call": "session/load", "params": {"sessionId": session_id, "cwd": "$CWD", "mcpServers": []}}
+    summary = remote_client("http", url, pair()["token"], tmp_path, [{"call": "session/list", "params": {}}, load])
+    listed = results(summary)["session/list"]["result"]["sessions"]
+    assert [s["sessionId"] for s in listed] == [session_id]
+    assert "error" not in results(summary)["session/load"]
+    assert streamed_text(summary) == "short reply"  # the front's turn, replayed to the remote client
+
+
+def test_a_read_only_token_loads_and_lists_but_its_prompts_and_changes_are_refused(tmp_path, runner_env):
+    url = start(runner_env)
+    made = remote_client("ws", url, pair()["token"], tmp_path, [new_session(tmp_path), prompt("hi")])
+    session_id = made["sessionId"]
+    watcher = pair("--read-only")
+    steps = [
+        {"call": "session/list", "params": {}},
+        {"call": "session/load", "params": {"sessionId": session_id, "cwd": "$CWD", "mcpServers": []}},
+        prompt("may I?"),
+        {"call": "session/set_mode", "params": {"sessionId": "$SESSION", "modeId": "ask"}},
+        {"call": "session/set_config_option", "params": {"sessionId": "$SESSION", "configId": "mode", "value": "ask"}},
+        {"call": "session/cancel", "params": {"sessionId": "$SESSION"}},
+        new_session(tmp_path),
+    ]
+    steps = json.loads(json.dumps(steps).replace("$SESSION", session_id))  # the watcher made no session
+    for transport in ("ws", "http"):
+        summary = remote_client(transport, url, watcher["token"], tmp_path, [steps[0], steps[1]])
+        assert [s["sessionId"] for s in results(summary)["session/list"]["result"]["sessions"]] == [session_id]
+        assert streamed_text(summary) == "short reply"
+        summary = remote_client(transport, url, watcher["token"], tmp_path, steps)
+        refused = [step for step in summary["results"] if "error" in step]
+        assert [step["call"] for step in refused] == [s["call"] for s in steps[2:]]
+        for step in refused:
+            assert step["error"]["code"] == READ_ONLY_REFUSED
+            assert step["error"]["data"] == {"method": step["call"], "readOnly": True}
+    after = remote_client("http", url, pair()["token"], tmp_path, [steps[0]])
+    assert len(results(after)["session/list"]["result"]["sessions"]) == 1  # nothing was created or run
+
+
+async def _post(url: str, body: Any, **headers: str) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=10) as client:
+        return await client.post(url, json=body, headers=headers)
+
+
+def _ws_status(url: str, **headers: str) -> int | None:
+    """The HTTP status a WebSocket upgrade gets (None: it was accepted)."""
+
+    async def attempt() -> int | None:
+        try:
+            async with websockets.connect(url.replace("http", "ws", 1), additional_headers=headers) as socket:
+                await socket.send(json.dumps(INITIALIZE))
+                json.loads(await asyncio.wait_for(socket.recv(), 10))
+        except websockets.InvalidStatus as refused:
+            return refused.response.status_code
+        return None
+
+    return asyncio.run(attempt())
+
+
+def test_requests_and_upgrades_without_a_valid_token_get_401(runner_env):
+    url = start(runner_env)
+    token = pair()["token"]
+    assert asyncio.run(_post(url, INITIALIZE)).status_code == 401
+    assert asyncio.run(_post(url, INITIALIZE, Authorization="Bearer " + "x" * len(token))).status_code == 401
+    assert asyncio.run(_post(url, INITIALIZE, Authorization=f"Bearer {token}")).status_code == 200
+    assert _ws_status(url) == 401
+    assert _ws_status(url, Authorization="Bearer wrong") == 401
+    assert _ws_status(url, Authorization=f"Bearer {token}") is None
+
+
+def test_a_foreign_origin_or_host_gets_403_and_the_servers_own_origin_is_fine(runner_env):
+    url = start(runner_env)
+    auth = {"Authorization": f"Bearer {pair()['token']}"}
+    own = url.removesuffix("/acp")
+    port = own.rpartition(":")[2]
+    assert asyncio.run(_post(url, INITIALIZE, Origin="http://evil.example", **auth)).status_code == 403
+    assert asyncio.run(_post(url, INITIALIZE, Origin="null", **auth)).status_code == 403
+    assert asyncio.run(_post(url, INITIALIZE, Host=f"evil.example:{port}", **auth)).status_code == 403  # rebinding
+    assert asyncio.run(_post(url, INITIALIZE, Origin=own, **auth)).status_code == 200
+    assert asyncio.run(_post(url, INITIALIZE, Host=f"localhost:{port}", **auth)).status_code == 200
+    assert _ws_status(url, Origin="http://evil.example", **auth) == 403
+    assert _ws_status(url, Origin=own, **auth) is None
+
+
+def test_the_streamable_http_endpoint_answers_with_the_rfds_status_codes(runner_env):
+    url = start(runner_env)
+    auth = {"Authorization": f"Bearer {pair()['token']}"}
+
+    async def exchange() -> None:
+        async with httpx.AsyncClient(timeout=10, headers=auth) as client:
+            opened = await client.post(url, json=INITIALIZE)
+            assert opened.status_code == 200
+            check_agent_frame(opened.json(), "initialize")
+            connection = {"Acp-Connection-Id": opened.headers["acp-connection-id"]}
+            listing = {"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}}
+            assert (await client.post(url, json=listing)).status_code == 400  # no Acp-Connection-Id
+            assert (await client.post(url, json=INITIALIZE, headers=connection)).status_code == 400
+            assert (await client.post(url, content=b"{}", headers=connection)).status_code == 415
+            batch = await client.post(url, json=[listing], headers=connection)
+            assert (batch.status_code, batch.json()["error"]["code"]) == (400, -32600)
+            prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": "s", "prompt": []}}
+            assert (await client.post(url, json=prompt, headers=connection)).status_code == 400  # no Acp-Session-Id
+            assert (await client.get(url, headers=connection)).status_code == 406
+            events = {**connection, "Accept": "text/event-stream"}
+            async with client.stream("GET", url, headers=events) as stream:
+                assert stream.status_code == 200
+                assert stream.headers["content-type"].startswith("text/event-stream")
+                assert (await client.get(url, headers=events)).status_code == 409  # one reader per stream
+                assert (await client.post(url, json=listing, headers=connection)).status_code == 202
+                async for line in stream.aiter_lines():
+                    if line.startswith("data: "):
+                        answer = json.loads(line.removeprefix("data: "))
+                        check_agent_frame(answer, "session/list")
+                        assert answer["id"] == 1
+                        break
+            assert (await client.delete(url, headers=connection)).status_code == 202
+            assert (await client.post(url, json=listing, headers=connection)).status_code == 404
+            assert (await client.delete(url, headers=connection)).status_code == 404
+
+    asyncio.run(exchange())
+
+
+def test_pair_revoke_ends_every_token_and_closes_the_connections_they_opened(runner_env):
+    url = start(runner_env)
+    token = pair()["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+
+    async def revoked_while_open() -> None:
+        async with websockets.connect(url.replace("http", "ws", 1), additional_headers=auth) as socket:
+            await socket.send(json.dumps(INITIALIZE))
+            check_agent_frame(json.loads(await asyncio.wait_for(socket.recv(), 10)), "initialize")
+            done = await asyncio.to_thread(cli, "pair", "--revoke")
+            assert done.returncode == 0, done.stderr
+            assert "closed 1 remote connection" in done.stdout
+            with pytest.raises(websockets.ConnectionClosed):
+                await asyncio.wait_for(socket.recv(), 10)
+
+    asyncio.run(revoked_while_open())
+    assert asyncio.run(_post(url, INITIALIZE, **auth)).status_code == 401
+    assert _ws_status(url, **auth) == 401
+
+
+def test_tokens_are_kept_as_0600_digests_and_never_reach_the_log_or_argv(runner_env):
+    start(runner_env)
+    token = pair()["token"]
+    assert len(token) >= 43  # 32 random bytes, base64url
+    (status,) = runners()
+    tokens = Path(status["log"]).with_suffix(".tokens")
+    assert stat.S_IMODE(tokens.stat().st_mode) == 0o600
+    assert token not in tokens.read_text()
+    used = asyncio.run(_post(status["listen"]["acpUrl"], INITIALIZE, Authorization=f"Bearer {token}"))
+    assert used.status_code == 200
+    assert token not in Path(status["log"]).read_text()
+    assert token not in Path(f"/proc/{status['pid']}/cmdline").read_bytes().decode(errors="replace")
+
+
+def test_a_non_loopback_listen_without_tls_is_refused_in_one_line_with_exit_status_2(runner_env):
+    done = cli("runner", "start", "--listen", "0.0.0.0:8765", *runner_env)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert "--tls-cert" in done.stderr
+    assert runners() == []
+
+
+def test_acp_server_listen_makes_the_runner_a_front_starts_listen(tmp_path, runner_env, monkeypatch):
+    monkeypatch.setenv("ACP_SERVER_LISTEN", "127.0.0.1:0")
+    front = Front(*runner_env)
+    try:
+        front.initialize()
+        (status,) = runners()
+        assert status["listen"]["acpUrl"].startswith("http://127.0.0.1:")
+    finally:
+        front.close_stdin()
+        front.wait()
+    done = cli("runner", "status")
+    assert f"listens on {status['listen']['acpUrl']}" in done.stdout
