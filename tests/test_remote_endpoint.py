@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import shutil
+import ssl
 import stat
 import subprocess
 from pathlib import Path
@@ -169,8 +170,8 @@ def test_a_read_only_token_loads_and_lists_but_its_prompts_and_changes_are_refus
     assert len(results(after)["session/list"]["result"]["sessions"]) == 1  # nothing was created or run
 
 
-async def _post(url: str, body: Any, **headers: str) -> httpx.Response:
-    async with httpx.AsyncClient(timeout=10) as client:
+async def _post(url: str, body: Any, verify: ssl.SSLContext | bool = True, **headers: str) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=10, verify=verify) as client:
         return await client.post(url, json=body, headers=headers)
 
 
@@ -214,9 +215,12 @@ def test_a_foreign_origin_or_host_gets_403_and_the_servers_own_origin_is_fine(ru
     assert _ws_status(url, Origin=own, **auth) is None
 
 
-def test_the_streamable_http_endpoint_answers_with_the_rfds_status_codes(runner_env):
+def test_the_streamable_http_endpoint_answers_with_the_rfds_status_codes_and_only_to_the_token_that_opened_it(
+    runner_env,
+):
     url = start(runner_env)
     auth = {"Authorization": f"Bearer {pair()['token']}"}
+    another = {"Authorization": f"Bearer {pair()['token']}"}  # valid, but did not open the connection
 
     async def exchange() -> None:
         async with httpx.AsyncClient(timeout=10, headers=auth) as client:
@@ -233,6 +237,7 @@ def test_the_streamable_http_endpoint_answers_with_the_rfds_status_codes(runner_
             prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": "s", "prompt": []}}
             assert (await client.post(url, json=prompt, headers=connection)).status_code == 400  # no Acp-Session-Id
             assert (await client.get(url, headers=connection)).status_code == 406
+            assert (await client.post(url, json=listing, headers={**connection, **another})).status_code == 404
             events = {**connection, "Accept": "text/event-stream"}
             async with client.stream("GET", url, headers=events) as stream:
                 assert stream.status_code == 200
@@ -306,3 +311,48 @@ def test_acp_server_listen_makes_the_runner_a_front_starts_listen(tmp_path, runn
         front.wait()
     done = cli("runner", "status")
     assert f"listens on {status['listen']['acpUrl']}" in done.stdout
+
+
+SUBJECT = ("-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1")
+
+
+def self_signed(directory: Path) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 and its key, made by openssl."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed: no certificate to serve TLS with")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), *SUBJECT],
+        check=True,
+        capture_output=True,
+    )
+    return str(cert), str(key)
+
+
+def test_with_a_certificate_the_endpoint_serves_https_and_wss_and_still_needs_the_token(tmp_path, runner_env):
+    cert, key = self_signed(tmp_path)
+    done = cli("runner", "start", "--listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, *runner_env)
+    assert done.returncode == 0, done.stderr
+    (status,) = runners()
+    url = status["listen"]["acpUrl"]
+    assert url.startswith("https://127.0.0.1:")
+    trusted = ssl.create_default_context(cafile=cert)
+    token = pair()["token"]
+    assert asyncio.run(_post(url, INITIALIZE, verify=trusted)).status_code == 401
+    assert (
+        asyncio.run(
+            _post(url, INITIALIZE, verify=trusted, Origin=url.removesuffix("/acp"), Authorization=f"Bearer {token}")
+        ).status_code
+        == 200
+    )
+
+    async def over_wss() -> dict[str, Any]:
+        auth = {"Authorization": f"Bearer {token}"}
+        async with websockets.connect(url.replace("https", "wss", 1), ssl=trusted, additional_headers=auth) as socket:
+            await socket.send(json.dumps(INITIALIZE))
+            return json.loads(await asyncio.wait_for(socket.recv(), 10))
+
+    answer = asyncio.run(over_wss())
+    check_agent_frame(answer, "initialize")
+    assert answer["result"]["protocolVersion"] == 1

@@ -26,7 +26,7 @@ from acp_server.acp.server import serve
 from acp_server.rpc.trace import Trace, TracedWriter, traced_frames
 from acp_server.rpc.wire import Frame, FrameWriter
 from acp_server.runner.hub import Hub
-from acp_server.runner.tokens import READ_ONLY_METHODS, READ_ONLY_REFUSED
+from acp_server.runner.tokens import READ_ONLY_METHODS, READ_ONLY_REFUSED, Grant
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +89,11 @@ class _SinkWriter:
 class RemoteConnection:
     """A remote client's handlers over the hub; `run` serves it until `close` or the input ends."""
 
-    def __init__(self, hub: Hub, *, read_only: bool, sink: Sink, trace: Trace | None = None) -> None:
+    def __init__(self, hub: Hub, *, grant: Grant, sink: Sink, trace: Trace | None = None) -> None:
         self.id = str(uuid.uuid4())
         self.hub = hub
-        self.read_only = read_only
+        self.grant = grant  # who opened it: read-only or not, and with which token
+        self.read_only = grant.read_only
         self.sink = sink
         self.trace = trace
         self.closed = anyio.Event()

@@ -38,9 +38,11 @@ READ_ONLY_REFUSED = -32003  # a server error (JSON-RPC's -32000..-32099 range), 
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """What a presented token allows."""
+    """What a presented token allows, and which token it was (its digest: a connection opened
+    with one token answers only to that token)."""
 
     read_only: bool
+    digest: str
 
 
 def _digest(token: str) -> str:
@@ -71,7 +73,7 @@ class TokenStore:
         for digest, read_only in self._load().items():
             if hmac.compare_digest(presented, digest):  # every digest is compared: no early exit
                 found = read_only
-        return None if found is None else Grant(read_only=found)
+        return None if found is None else Grant(read_only=found, digest=presented)
 
     def revoke(self) -> None:
         self._write({})

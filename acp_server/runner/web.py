@@ -176,7 +176,7 @@ class RemoteEndpoint:
         if isinstance(verdict, Response):
             await websocket.send_denial_response(verdict)
             return
-        connection = RemoteConnection(self.hub, read_only=verdict.read_only, sink=WsSink(websocket), trace=self.trace)
+        connection = RemoteConnection(self.hub, grant=verdict, sink=WsSink(websocket), trace=self.trace)
         offered: list[str] = websocket.scope.get("subprotocols", [])
         await websocket.accept(
             subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None,
@@ -214,8 +214,18 @@ class RemoteEndpoint:
         if request.method == "POST":
             return await self._post(request, verdict)
         if request.method == "GET":
-            return self._get(request)
-        return self._delete(request)
+            return self._get(request, verdict)
+        return self._delete(request, verdict)
+
+    def _connection(self, request: Request, grant: Grant) -> tuple[RemoteConnection, HttpSink] | Response:
+        """The HTTP connection a request names, if the same token opened it; else 400 or 404."""
+        connection_id = request.headers.get("acp-connection-id")
+        if not connection_id:
+            return _text("Missing Acp-Connection-Id", 400)
+        connection = self.connections.get(connection_id)
+        if connection is None or connection.grant.digest != grant.digest or not isinstance(connection.sink, HttpSink):
+            return _text("Unknown Acp-Connection-Id", 404)
+        return connection, connection.sink
 
     async def _post(self, request: Request, grant: Grant) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
@@ -237,12 +247,11 @@ class RemoteEndpoint:
             if connection_id:
                 return _text("Initialize not allowed on existing connection", 400)
             return await self._initialize(body, message, grant)
-        if not connection_id:
-            return _text("Missing Acp-Connection-Id", 400)
-        connection = self.connections.get(connection_id)
-        if connection is None or not isinstance(connection.sink, HttpSink):
-            return _text("Unknown Acp-Connection-Id", 404)
-        problem = _route(connection.sink, message, request.headers.get("acp-session-id"))
+        found = self._connection(request, grant)
+        if isinstance(found, Response):
+            return found
+        connection, sink = found
+        problem = _route(sink, message, request.headers.get("acp-session-id"))
         if problem:
             return _text(problem, 400)
         await connection.receive(body, message)
@@ -251,7 +260,7 @@ class RemoteEndpoint:
     async def _initialize(self, body: bytes, message: dict[str, Any], grant: Grant) -> Response:
         assert self._tasks is not None
         sink = HttpSink()
-        connection = RemoteConnection(self.hub, read_only=grant.read_only, sink=sink, trace=self.trace)
+        connection = RemoteConnection(self.hub, grant=grant, sink=sink, trace=self.trace)
         sink.expect_initial(message["id"])
         self.connections[connection.id] = connection
         self._tasks.start_soon(self._serve_http, connection, sink)
@@ -274,29 +283,26 @@ class RemoteEndpoint:
         finally:
             self.connections.pop(connection.id, None)
 
-    def _get(self, request: Request) -> Response:
+    def _get(self, request: Request, grant: Grant) -> Response:
         if "text/event-stream" not in request.headers.get("accept", "").lower():
             return _text("Not Acceptable", 406)
-        connection_id = request.headers.get("acp-connection-id")
-        if not connection_id:
-            return _text("Missing Acp-Connection-Id", 400)
-        connection = self.connections.get(connection_id)
-        if connection is None or not isinstance(connection.sink, HttpSink):
-            return _text("Unknown Acp-Connection-Id", 404)
+        found = self._connection(request, grant)
+        if isinstance(found, Response):
+            return found
+        _connection, sink = found
         session_id = request.headers.get("acp-session-id")
-        box = connection.sink.session(session_id) if session_id else connection.sink.stream
+        box = sink.session(session_id) if session_id else sink.stream
         if not box.acquire():
             return _text("Outbound stream already has an active receiver", 409)
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(_events(box), media_type="text/event-stream", headers=headers)
 
-    def _delete(self, request: Request) -> Response:
-        connection_id = request.headers.get("acp-connection-id")
-        if not connection_id:
-            return _text("Missing Acp-Connection-Id", 400)
-        connection = self.connections.pop(connection_id, None)
-        if connection is None:
-            return _text("Unknown Acp-Connection-Id", 404)
+    def _delete(self, request: Request, grant: Grant) -> Response:
+        found = self._connection(request, grant)
+        if isinstance(found, Response):
+            return found
+        connection, _sink = found
+        self.connections.pop(connection.id, None)
         connection.close()
         return Response(status_code=202)
 
