@@ -31,6 +31,17 @@ WORDS = [f"w{i} " for i in range(200)]
 SCRIPT = {
     "scenarios": [
         {"match": "stream", "steps": [{"say": word} for word in WORDS]},
+        {
+            "match": "slow",
+            "steps": [
+                *(
+                    step
+                    for n, word in enumerate(WORDS)
+                    for step in ([{"say": word}, {"sleep": 0.01}] if n % 10 == 9 else [{"say": word}])
+                ),
+                {"say": "THE END"},
+            ],
+        },
         {"match": "", "steps": [{"say": "short "}, {"say": "reply"}]},
     ]
 }
@@ -356,3 +367,63 @@ def test_with_a_certificate_the_endpoint_serves_https_and_wss_and_still_needs_th
     answer = asyncio.run(over_wss())
     check_agent_frame(answer, "initialize")
     assert answer["result"]["protocolVersion"] == 1
+
+
+class Socket:
+    """A raw JSON-RPC client over one WebSocket; every frame it receives is checked."""
+
+    def __init__(self, socket: Any) -> None:
+        self.socket = socket
+        self.methods: dict[int, str] = {}
+        self.next_id = 0
+
+    async def request(self, method: str, params: dict[str, Any]) -> int:
+        self.next_id += 1
+        self.methods[self.next_id] = method
+        await self.socket.send(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}))
+        return self.next_id
+
+    async def frame(self) -> dict[str, Any]:
+        frame = json.loads(await asyncio.wait_for(self.socket.recv(), 30))
+        check_agent_frame(frame, None if "method" in frame else self.methods.get(frame.get("id")))
+        return frame
+
+    async def until(self, done: Any) -> list[dict[str, Any]]:
+        frames = []
+        while not frames or not done(frames[-1]):
+            frames.append(await self.frame())
+        return frames
+
+
+def chunk_text(frames: list[dict[str, Any]]) -> str:
+    updates = [f["params"]["update"] for f in frames if f.get("method") == "session/update"]
+    return "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
+
+
+def test_a_dropped_websocket_loses_nothing_a_reload_shows_every_update_once(tmp_path, runner_env):
+    url = start(runner_env).replace("http", "ws", 1)
+    auth = {"Authorization": f"Bearer {pair()['token']}"}
+    initialize = {"protocolVersion": 1, "clientCapabilities": {}}
+
+    async def drop_then_reload() -> str:
+        async with websockets.connect(url, additional_headers=auth) as raw:
+            first = Socket(raw)
+            await first.request("initialize", initialize)
+            made = await first.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            session_id = (await first.until(lambda f: f.get("id") == made))[-1]["result"]["sessionId"]
+            await first.request(
+                "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "slow"}]}
+            )
+            await first.until(lambda f: chunk_text([f]) != "")  # the turn streams: drop the link now
+        async with websockets.connect(url, additional_headers=auth) as raw:
+            second = Socket(raw)
+            await second.request("initialize", initialize)
+            load = await second.request(
+                "session/load", {"sessionId": session_id, "cwd": str(tmp_path), "mcpServers": []}
+            )
+            frames = await second.until(lambda f: f.get("id") == load)
+            if not chunk_text(frames).endswith("THE END"):  # the turn was still running: its live rest follows
+                frames += await second.until(lambda f: chunk_text([f]).endswith("THE END"))
+            return chunk_text(frames)
+
+    assert asyncio.run(drop_then_reload()) == "".join(WORDS) + "THE END"  # each delta once, in order
