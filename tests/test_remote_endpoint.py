@@ -13,6 +13,7 @@ import shutil
 import ssl
 import stat
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -229,7 +230,7 @@ def test_a_foreign_origin_or_host_gets_403_and_the_servers_own_origin_is_fine(ru
 def test_the_streamable_http_endpoint_answers_with_the_rfds_status_codes_and_only_to_the_token_that_opened_it(
     runner_env,
 ):
-    url = start(runner_env)
+    url = start((*runner_env, "--max-frame-bytes", "65536"))
     auth = {"Authorization": f"Bearer {pair()['token']}"}
     another = {"Authorization": f"Bearer {pair()['token']}"}  # valid, but did not open the connection
 
@@ -243,6 +244,8 @@ def test_the_streamable_http_endpoint_answers_with_the_rfds_status_codes_and_onl
             assert (await client.post(url, json=listing)).status_code == 400  # no Acp-Connection-Id
             assert (await client.post(url, json=INITIALIZE, headers=connection)).status_code == 400
             assert (await client.post(url, content=b"{}", headers=connection)).status_code == 415
+            huge = {**listing, "params": {"cwd": "x" * 70000}}
+            assert (await client.post(url, json=huge, headers=connection)).status_code == 413  # --max-frame-bytes
             batch = await client.post(url, json=[listing], headers=connection)
             assert (batch.status_code, batch.json()["error"]["code"]) == (400, -32600)
             prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": "s", "prompt": []}}
@@ -427,3 +430,34 @@ def test_a_dropped_websocket_loses_nothing_a_reload_shows_every_update_once(tmp_
             return chunk_text(frames)
 
     assert asyncio.run(drop_then_reload()) == "".join(WORDS) + "THE END"  # each delta once, in order
+
+
+def on_a_terminal(*args: str) -> str:
+    """What `acp-server ARGS` shows on a pseudo-terminal, once it has exited."""
+    master, slave = os.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "acp_server", *args], stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)  # EIO (or b"") once the program has exited and closed it
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    assert process.wait(30) == 0, shown
+    return shown.decode()
+
+
+def test_pair_shows_the_address_with_its_token_and_a_qr_code_on_a_terminal(runner_env):
+    url = start(runner_env)
+    shown = on_a_terminal("pair")
+    address = url.removesuffix("/acp") + "/#token="
+    assert address in shown
+    assert "\u2580" in shown or "\u2584" in shown  # the QR code's half blocks
+    piped = cli("pair")  # not a terminal: the address and endpoint, no QR code
+    assert address in piped.stdout
+    assert url in piped.stdout
+    assert "\u2580" not in piped.stdout

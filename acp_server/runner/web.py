@@ -230,8 +230,8 @@ class RemoteEndpoint:
     async def _post(self, request: Request, grant: Grant) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
             return _text("Unsupported Media Type", 415)
-        body = await request.body()
-        if len(body) > self.max_frame_bytes:
+        body = await self._body(request)
+        if body is None:
             return _text("Payload Too Large", 413)
         try:
             value: object = json.loads(body)
@@ -256,6 +256,15 @@ class RemoteEndpoint:
             return _text(problem, 400)
         await connection.receive(body, message)
         return Response(status_code=202)
+
+    async def _body(self, request: Request) -> bytes | None:
+        """The request's body, read no further than `--max-frame-bytes` (None past it)."""
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > self.max_frame_bytes:
+                return None
+        return bytes(body)
 
     async def _initialize(self, body: bytes, message: dict[str, Any], grant: Grant) -> Response:
         assert self._tasks is not None
