@@ -146,7 +146,8 @@ def test_a_stdio_front_and_a_remote_client_reach_one_runner_and_see_the_same_ses
         front.wait()
     assert len(runners()) == 1  # the listen address is not part of which runner a configuration gets
     load = {"call": "session/load", "params": {"sessionId": session_id, "cwd": "$CWD", "mcpServers": []}}
-    summary = remote_client("http", url, pair()["token"], tmp_path, [{"call": "session/list", "params": {}}, load])
+    listing = {"call": "session/list", "params": {}}
+    summary = remote_client("http", url, pair()["token"], tmp_path, [listing, load, {"waitText": "short reply"}])
     listed = results(summary)["session/list"]["result"]["sessions"]
     assert [s["sessionId"] for s in listed] == [session_id]
     assert "error" not in results(summary)["session/load"]
@@ -169,7 +170,8 @@ def test_a_read_only_token_loads_and_lists_but_its_prompts_and_changes_are_refus
     ]
     steps = json.loads(json.dumps(steps).replace("$SESSION", session_id))  # the watcher made no session
     for transport in ("ws", "http"):
-        summary = remote_client(transport, url, watcher["token"], tmp_path, [steps[0], steps[1]])
+        watched = [steps[0], steps[1], {"waitText": "short reply"}]
+        summary = remote_client(transport, url, watcher["token"], tmp_path, watched)
         assert [s["sessionId"] for s in results(summary)["session/list"]["result"]["sessions"]] == [session_id]
         assert streamed_text(summary) == "short reply"
         summary = remote_client(transport, url, watcher["token"], tmp_path, steps)

@@ -13,6 +13,7 @@
 // STEP = {"call": "session/new" | "session/prompt" | "session/list" | "session/load" | METHOD,
 //         "params": {...}}                       // "$SESSION" in a string stands for the last session id,
 //                                                // "$CWD" for cwd
+//      | {"waitText": "..."}                     // until the agent text shown so far ends with this
 // The token comes from the environment (ACP_TOKEN), never argv. Over WebSocket it is offered as the
 // subprotocol `acp.bearer.<token>` beside `acp`, as a browser must (Node's WebSocket, like a
 // browser's, cannot set headers); over HTTP it is `Authorization: Bearer`.
@@ -71,10 +72,17 @@ const piped = outgoing.readable
   .catch((error) => problems.push({ kind: "write", detail: String(error) }));
 
 const updates = [];
+let onUpdate = () => {};
+const shownText = () =>
+  updates
+    .filter((u) => u.update.sessionUpdate === "agent_message_chunk" && u.update.content?.type === "text")
+    .map((u) => u.update.content.text)
+    .join("");
 const app = acp
   .client({ name: "acp-server remote endpoint test" })
   .onNotification(acp.methods.client.session.update, ({ params }) => {
     updates.push(params);
+    onUpdate();
   })
   .onRequest(acp.methods.client.session.requestPermission, async ({ params }) => {
     const option = params.options.find((o) => o.kind === "allow_once");
@@ -105,7 +113,24 @@ const steps = [
   },
   ...config.steps,
 ];
+// {"waitText": "..."}: until the agent text shown so far ends with it. Over Streamable HTTP a
+// session/load's answer comes on the connection's stream and its replay on the session's (the
+// RFD's routing), so the answer can overtake the replay.
+async function waitText(text) {
+  await withTimeout(
+    new Promise((resolve) => {
+      onUpdate = () => shownText().endsWith(text) && resolve();
+      onUpdate();
+    }),
+    `text ${JSON.stringify(text)}`,
+  );
+}
+
 for (const step of steps) {
+  if (step.waitText !== undefined) {
+    await waitText(step.waitText).catch((error) => problems.push({ kind: "waitText", detail: String(error) }));
+    continue;
+  }
   try {
     const result = await withTimeout(agent.request(step.call, substitute(step.params)), step.call);
     if (result && typeof result.sessionId === "string") sessionId = result.sessionId;
