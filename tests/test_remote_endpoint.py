@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import ssl
 import stat
 import subprocess
@@ -21,7 +22,7 @@ import httpx
 import pytest
 import websockets
 from installs import CLIENTS, node_packages, unavailable
-from runner_fronts import Front, cli, runners, short_runtime_dir, stop_runners
+from runner_fronts import Front, cli, ended, runners, short_runtime_dir, stop_runners, wait_until
 from schema_check import check_agent_frame
 
 from acp_server.runner.tokens import READ_ONLY_REFUSED
@@ -43,6 +44,7 @@ SCRIPT = {
                 {"say": "THE END"},
             ],
         },
+        {"match": "long", "steps": [step for n in range(3000) for step in ({"say": f"s{n} "}, {"sleep": 0.01})]},
         {"match": "", "steps": [{"say": "short "}, {"say": "reply"}]},
     ]
 }
@@ -463,3 +465,45 @@ def test_pair_shows_the_address_with_its_token_and_a_qr_code_on_a_terminal(runne
     assert address in piped.stdout
     assert url in piped.stdout
     assert "\u2580" not in piped.stdout
+
+
+def test_a_killed_runner_closes_remote_links_and_a_reload_with_the_same_token_shows_all_seen_then_the_interruption(
+    tmp_path, runner_env
+):
+    url = start(runner_env).replace("http", "ws", 1)
+    auth = {"Authorization": f"Bearer {pair()['token']}"}
+    initialize = {"protocolVersion": 1, "clientCapabilities": {}}
+
+    async def watch_until_killed() -> tuple[str, str]:
+        async with websockets.connect(url, additional_headers=auth) as raw:
+            client = Socket(raw)
+            await client.request("initialize", initialize)
+            made = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            session_id = (await client.until(lambda f: f.get("id") == made))[-1]["result"]["sessionId"]
+            await client.request(
+                "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "long"}]}
+            )
+            seen = await client.until(lambda f: chunk_text([f]) != "")
+            (status,) = runners()
+            os.kill(status["pid"], signal.SIGKILL)
+            with pytest.raises(websockets.ConnectionClosed):
+                while True:
+                    seen.append(await client.frame())
+            await asyncio.to_thread(wait_until, lambda: ended(status["pid"]), 30, "the killed runner to die")
+            return session_id, chunk_text(seen)
+
+    session_id, seen = asyncio.run(watch_until_killed())
+    url = start(runner_env).replace("http", "ws", 1)  # a fresh runner, on a new port; the same token opens it
+
+    async def reload() -> str:
+        async with websockets.connect(url, additional_headers=auth) as raw:
+            client = Socket(raw)
+            await client.request("initialize", initialize)
+            load = await client.request(
+                "session/load", {"sessionId": session_id, "cwd": str(tmp_path), "mcpServers": []}
+            )
+            return chunk_text(await client.until(lambda f: f.get("id") == load))
+
+    replayed = asyncio.run(reload())
+    assert replayed.startswith(seen)  # nothing the client was shown is lost
+    assert "This turn was interrupted" in replayed
