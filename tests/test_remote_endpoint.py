@@ -315,6 +315,9 @@ def test_a_non_loopback_listen_without_tls_is_refused_in_one_line_with_exit_stat
     assert done.stderr.strip().count("\n") == 0
     assert "--tls-cert" in done.stderr
     assert runners() == []
+    nobody = cli("pair")
+    assert nobody.returncode == 1
+    assert "no runner listens" in nobody.stderr
 
 
 def test_acp_server_listen_makes_the_runner_a_front_starts_listen(tmp_path, runner_env, monkeypatch):
@@ -507,3 +510,16 @@ def test_a_killed_runner_closes_remote_links_and_a_reload_with_the_same_token_sh
     replayed = asyncio.run(reload())
     assert replayed.startswith(seen)  # nothing the client was shown is lost
     assert "This turn was interrupted" in replayed
+
+
+def test_listen_without_runner_mode_says_in_one_line_that_it_serves_stdio_only(runner_env):
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_server", "--listen", "127.0.0.1:0", *runner_env],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0
+    assert "--listen (ACP_SERVER_LISTEN) needs runner mode (--runner)" in done.stderr
+    assert runners() == []

@@ -254,6 +254,10 @@ def _serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if runner_on(args):
         _hint_at_a_terminal()
         return run_front(args, parser)  # a thin front: the runner builds the agent
+    if args.listen:
+        print(
+            "acp-server: --listen (ACP_SERVER_LISTEN) needs runner mode (--runner); serving stdio only", file=sys.stderr
+        )
     import anyio
 
     from acp_server.acp.handlers import AcpAgent
