@@ -515,7 +515,7 @@ def test_a_killed_runner_closes_remote_links_and_a_reload_with_the_same_token_sh
 def test_listen_without_runner_mode_says_in_one_line_that_it_serves_stdio_only(runner_env):
     done = subprocess.run(
         [sys.executable, "-m", "acp_server", "--listen", "127.0.0.1:0", *runner_env],
-        stdin=subprocess.DEVNULL,
+        input="",  # the editor closes stdin at once: the server exits
         capture_output=True,
         text=True,
         timeout=60,
