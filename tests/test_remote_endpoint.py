@@ -523,3 +523,22 @@ def test_listen_without_runner_mode_says_in_one_line_that_it_serves_stdio_only(r
     assert done.returncode == 0
     assert "--listen (ACP_SERVER_LISTEN) needs runner mode (--runner)" in done.stderr
     assert runners() == []
+
+
+def test_a_read_only_connection_sending_a_method_that_is_no_string_gets_invalid_request_and_stays_open(runner_env):
+    url = start(runner_env).replace("http", "ws", 1)
+    auth = {"Authorization": f"Bearer {pair('--read-only')['token']}"}
+
+    async def odd_then_ordinary() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with websockets.connect(url, additional_headers=auth) as raw:
+            client = Socket(raw)
+            await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            await client.until(lambda f: f.get("id") == 1)
+            await raw.send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": ["session/prompt"], "params": {}}))
+            odd = await client.frame()
+            listed = await client.request("session/list", {})
+            return odd, (await client.until(lambda f: f.get("id") == listed))[-1]
+
+    odd, listed = asyncio.run(odd_then_ordinary())
+    assert odd["error"]["code"] == -32600
+    assert listed["result"]["sessions"] == []

@@ -143,8 +143,8 @@ class RemoteConnection:
         method = message.get("method")
         if method is None:
             return False  # its answer to a question would decide it: ignored
-        if method in READ_ONLY_METHODS:
-            return True
+        if not isinstance(method, str) or method in READ_ONLY_METHODS:
+            return True  # a method that is no string names no handler: the peer answers -32600
         log.info("refused %s from a read-only connection", method)
         if "id" in message:
             with contextlib.suppress(OSError):
