@@ -129,10 +129,36 @@ async def http_turn(url: str, token: str, cwd: str) -> float:
         return counted[0] / (time.perf_counter() - started)
 
 
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def idle_connections(url: str, token: str, count: int, env: dict[str, str]) -> tuple[int, int, float]:
+    """The runner's RSS before and with `count` initialized, idle WebSocket connections; seconds to open them."""
+    pid = json.loads(acp("runner", "status", "--json", env=env))[0]["pid"]
+    before = rss_kib(pid)
+    started = time.perf_counter()
+    auth = {"Authorization": f"Bearer {token}"}
+    sockets = [await websockets.connect(url.replace("http", "ws", 1), additional_headers=auth) for _ in range(count)]
+    for socket in sockets:
+        await socket.send(json.dumps(frame("initialize", INIT, 1)))
+    for socket in sockets:
+        await socket.recv()
+    seconds = time.perf_counter() - started
+    after = rss_kib(pid)
+    for socket in sockets:
+        await socket.close()
+    return before, after, seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--deltas", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--idle", type=int, default=100, help="idle WebSocket connections to hold open at the end")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="acpb-", dir="/tmp") as place:
         env = {**os.environ, "XDG_RUNTIME_DIR": place, "XDG_DATA_HOME": f"{place}/data"}
@@ -151,11 +177,17 @@ def main() -> None:
                     asyncio.run(http_turn(pairing["acp_url"], pairing["token"], place)) for _ in range(args.runs)
                 ],
             }
+            idle = asyncio.run(idle_connections(pairing["acp_url"], pairing["token"], args.idle, env))
         finally:
             acp("runner", "stop", env=env)
     print(f"one turn of {args.deltas} deltas through one runner, median of {args.runs} runs")
     for name, rates in figures.items():
         print(f"  {name:16} {statistics.median(rates):9,.0f} deltas/s   (min {min(rates):,.0f}, max {max(rates):,.0f})")
+    before, after, seconds = idle
+    print(
+        f"{args.idle} idle WebSocket connections (each initialized): runner RSS {before / 1024:.1f} -> "
+        f"{after / 1024:.1f} MiB ({(after - before) / args.idle:.0f} KiB each), opened in {seconds:.2f} s"
+    )
 
 
 if __name__ == "__main__":
