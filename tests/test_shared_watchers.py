@@ -11,7 +11,7 @@ from harness import RemoteError, running
 from test_reattach import asked, hub_serving, params
 
 from acp_server.protocol import methods
-from acp_server.rpc.errors import INVALID_REQUEST
+from acp_server.runner.tokens import READ_ONLY_REFUSED
 
 
 def turn_ended(updates: list[dict]) -> bool:
@@ -38,7 +38,7 @@ async def test_a_read_only_connection_sees_the_turn_but_is_never_asked_and_may_n
         ]:
             with pytest.raises(RemoteError) as refused:
                 await watcher.request(method, {"sessionId": sid, **extra})
-            assert refused.value.code == INVALID_REQUEST and "read-only" in str(refused.value.message)
+            assert refused.value.code == READ_ONLY_REFUSED and "read-only" in str(refused.value.message)
         first.handlers[methods.REQUEST_PERMISSION] = first.allow_once
         async with running(hub.agent()) as helper:  # a controlling connection answers
             await helper.initialize()

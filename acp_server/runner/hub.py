@@ -23,9 +23,10 @@ from acp_server.acp.handlers import SEQUENTIAL, AcpAgent
 from acp_server.acp.prompting import AgentOptions
 from acp_server.acp.sessions import Session, SessionStore
 from acp_server.protocol.opening import load_session_params
-from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_REQUEST, PeerClosedError, RpcError
+from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.runner.routes import Client, Routes, current_cursor, current_prompter
+from acp_server.runner.tokens import READ_ONLY_REFUSED
 from acp_server.turns.supervisor import Ticket, entered
 from acp_server.turns.workers import Workers
 from adapters.base import RuntimeAdapter
@@ -146,7 +147,9 @@ class RunnerAgent(AcpAgent):
 
     def _refuse_if_read_only(self, what: str) -> None:
         if self.read_only:
-            raise RpcError(INVALID_REQUEST, f"Invalid request: this connection is read-only (it may not {what})")
+            # The same code as the remote transport's allowlist (tokens.READ_ONLY_METHODS), which
+            # refuses first; this is the handlers' own guard, for every kind of connection.
+            raise RpcError(READ_ONLY_REFUSED, f"This connection is read-only (it may not {what})", {"readOnly": True})
 
     async def handle_session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         self._refuse_if_read_only("create sessions")
