@@ -25,6 +25,7 @@ from acp_server.turns.mapping import tool_call_fields
 from acp_server.turns.policy import PermissionMemory, Subject, approved_command, decide, remembered, subject_of
 from adapters.base import PermissionDecision, ToolRefused
 from adapters.events import PermissionDecided, RuntimeEvent, ToolCallStarted
+from journal.caps import capped_tool
 from journal.redact import redact_event, redact_text
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class PermissionFlow:
         return decision
 
     async def _ask_user(self, tool: ToolCallStarted) -> tuple[PermissionDecision, Outcome, str | None]:
-        fields = tool_call_fields(redact_event(tool))  # the question shows the call as the journal keeps it
+        fields = tool_call_fields(redact_event(capped_tool(tool)))  # the call as the journal keeps it
         fields.pop("status")
         subject = subject_of(tool)
         options = permission_options(subject)
