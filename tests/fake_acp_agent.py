@@ -184,7 +184,7 @@ class Agent:
                         {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
                         {"optionId": "always", "name": "Always", "kind": "allow_always"},
                         {"optionId": "no", "name": "No", "kind": "reject_once"},
-                    ],
+                    ][1 if "no once" in text else 0 :],  # "ask, no once": an agent with no allow-once
                 },
             )
             self.notify(
