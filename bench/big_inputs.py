@@ -151,14 +151,16 @@ CASES = {"reply": case_reply, "tool": case_tool, "read": case_read, "config": ca
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=100, help="MB of reply (reply) or of file (read)")
+    parser.add_argument("--size", type=int, default=100, help="MB of the reply; the file read is 5 times that")
     parser.add_argument("--repo", type=Path, default=REPO, help="the checkout whose server is measured")
     parser.add_argument("--case", choices=CASES, action="append", help="one case (repeatable); default all")
     args = parser.parse_args()
     for name in args.case or CASES:
         with tempfile.TemporaryDirectory(prefix="acp-big-") as workdir:
             size = args.size * 5 if name == "read" else args.size
-            print(f"{name:7} ({size} MB): {CASES[name](args.repo.resolve(), Path(workdir), size)}", flush=True)
+            label = {"reply": f"a {size} MB reply", "tool": "a 15 MB tool result", "read": f"lines 1-5 of {size} MB"}
+            shown = label.get(name, "ACP_SERVER_CONFIG=/dev/zero")
+            print(f"{shown}: {CASES[name](args.repo.resolve(), Path(workdir), size)}", flush=True)
 
 
 if __name__ == "__main__":
