@@ -197,3 +197,33 @@ async def test_tool_arguments_nested_too_deeply_fail_that_tool_call_only(tmp_pat
     assert tool_texts(editor, sid) == [told]
     (result,) = [m["content"] for m in fake.chats[1]["messages"] if m["role"] == "tool"]
     assert result == f"Error: {told}"
+
+
+async def test_a_permission_question_shows_a_big_diff_as_the_journal_keeps_it(tmp_path):
+    asked: list[dict[str, Any]] = []
+
+    async def allow(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+
+    write = {"path": "big.txt", "content": "z" * (2 * MAX_TOOL_CHARS)}
+    agent = ScriptedAdapter.from_data(
+        {
+            "scenarios": [
+                {"match": "", "steps": [{"tool": "Write big.txt", "kind": "edit", "ask": True, "write_file": write}]}
+            ]
+        }
+    )
+    async with running(AcpAgent(agent)) as editor:
+        editor.handlers["session/request_permission"] = allow
+        await editor.initialize()
+        sid = await editor.new_session(tmp_path)
+        assert (await editor.prompt(sid, "go"))["stopReason"] == "end_turn"
+    (question,) = asked
+    shown = [u["content"] for u in editor.updates[sid] if u.get("content") and u["sessionUpdate"] == "tool_call_update"]
+    assert question["toolCall"]["content"] == shown[0]
+    assert [item["content"]["text"] for item in shown[0]] == [
+        f"[acp-server: the diff of {tmp_path / 'big.txt'} is not shown: it is over the cap]",
+        "\n[acp-server: the tool's output was cut here at 1 MiB]",
+    ]
+    assert (tmp_path / "big.txt").stat().st_size == 2 * MAX_TOOL_CHARS  # what was approved is written whole
