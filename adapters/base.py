@@ -8,7 +8,7 @@ file read/write, command). Once the turn is cancelled, every sink call raises
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -221,7 +221,11 @@ class Sink(Protocol):
         """Tell the user something outside the conversation (only when `TurnInput.editor.notices`)."""
         ...
 
-    def request_permission(self, tool_call_id: str) -> PermissionDecision: ...
+    def request_permission(self, tool_call_id: str, *, offered: Collection[str] | None = None) -> PermissionDecision:
+        """Decide on a call (the policy, else the user); `offered`: the only option kinds that can
+        be honoured (an ACP agent below offers no `allow_once`, say), None for all four."""
+        ...
+
     def read_text_file(self, path: str, *, line: int | None = None, limit: int | None = None) -> str: ...
     def write_text_file(self, path: str, content: str) -> None: ...
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from adapters.base import ToolRefused
+from adapters.excerpt import read_lines
 
 T = TypeVar("T")
 
@@ -94,8 +95,11 @@ def opened(path: str, *, cwd: str, roots: Sequence[str] = (), flags: int = READ)
         os.close(fd)
 
 
-def read_text(path: str, *, cwd: str, roots: Sequence[str] = ()) -> str:
-    """The text of a file inside the roots (undecodable bytes replaced); ToolRefused otherwise."""
+def read_text(
+    path: str, *, cwd: str, roots: Sequence[str] = (), line: int | None = None, limit: int | None = None
+) -> str:
+    """The text of a file inside the roots (undecodable bytes replaced), from 1-based `line` for
+    at most `limit` lines, read no further than those (`adapters.excerpt`); ToolRefused otherwise."""
     try:
         with opened(path, cwd=cwd, roots=roots) as (fd, _):
             mode = os.fstat(fd).st_mode
@@ -104,7 +108,7 @@ def read_text(path: str, *, cwd: str, roots: Sequence[str] = ()) -> str:
             if not stat.S_ISREG(mode):
                 raise ToolRefused(f"Cannot read {path}: it is not a regular file")
             with open(fd, "rb", closefd=False) as f:
-                return f.read().decode("utf-8", errors="replace")
+                return read_lines(f, line=line, limit=limit, name=path)
     except FileNotFoundError:
         raise ToolRefused(f"No such file: {path}") from None
     except OSError as exc:

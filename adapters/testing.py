@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -278,7 +278,7 @@ class RecordingSink:
 
     # --- asks ----------------------------------------------------------------------------
 
-    def request_permission(self, tool_call_id: str) -> PermissionDecision:
+    def request_permission(self, tool_call_id: str, *, offered: Collection[str] | None = None) -> PermissionDecision:
         tool = self._known(tool_call_id)
         answer = self.answers.permission
         decision = answer(tool) if callable(answer) else answer

@@ -48,6 +48,14 @@ _BARE = (
     rf"(?!(?i:{_NOT_VALUES}|required|optional){_EOL})(?![A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+{_EOL})"
     r"[^\s\"'`(){}\[\]<>|,;=#][^\s(){}\[\],;]*"
 )
+# Inside a line (prose: `the key = wJalr... please keep it`), a bare value counts when it looks like
+# a credential: 6+ characters with a digit, or 16+; not a dotted name, not followed by a call or an
+# index. So `token = tok3n_map[x] + 1` and `password: hashedPassword,` stay code.
+_VALUE_CHARS = r"[^\s\"'`(){}\[\]<>|,;=#]"
+_INLINE = (
+    rf"(?![A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?![\w.]))(?=\S*\d|{_VALUE_CHARS}{{16}})"
+    rf"{_VALUE_CHARS}{{6,}}(?=[ \t,;!?)]|\Z)"
+)
 
 
 @lru_cache(maxsize=1)
@@ -81,8 +89,10 @@ def _pattern() -> re.Pattern[str]:
                 rf"(?P<assign_head>(?i:{_KEY})=(?!=))(?P<assign_val>\"[^\"\r\n]+\"|'[^'\r\n]+'|[^\s&;,\"'<>()\[\]{{}}]+)",
                 # With spaces or a colon, a bare value that ends its line (.env, INI, YAML, headers) ...
                 rf"(?P<line_head>(?i:{_KEY})[ \t]*[:=][ \t]*)(?P<line_val>{_BARE})(?={_EOL})",
-                # ... or a quoted literal, so that `token = get_token()` is code, not a secret.
+                # ... or a quoted literal, so that `token = get_token()` is code, not a secret ...
                 rf"(?P<quoted_head>(?i:{_KEY})[\"']?\s*[:=]\s*)(?P<quoted_val>\"[^\"\r\n]+\"|'[^'\r\n]+')",
+                # ... or, inside a line, a bare value that looks like a credential.
+                rf"(?P<inline_head>(?i:{_KEY})[ \t]*[:=][ \t]*)(?P<inline_val>{_INLINE})",
             ]
         )
     )

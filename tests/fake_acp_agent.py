@@ -54,6 +54,18 @@ COMMANDS = [
     {"name": "compact", "description": "Compact the conversation"},
     {"name": "review", "description": "Review changes", "input": {"hint": "path"}},
 ]
+# With --leaky: a mode and a command that carry secrets (redacted before the editor sees them).
+LEAKY_KEY = "sk-proj-" + "L3akyModeK3y0123456789"
+LEAKY_MODES = [
+    {"id": LEAKY_KEY, "name": "Leaky", "description": "a mode named by a key"},
+    {"id": "careful", "name": "Careful", "description": "uses password=hunter22 for the db"},
+]
+LEAKY_COMMAND = {"name": "deploy", "description": "deploy with ghp_" + "D3pl0yT0k3nAbCdEfGh1234", "input": {}}
+
+
+def modes(leaky: bool) -> dict[str, Any]:
+    listed = [*MODES["availableModes"], *LEAKY_MODES] if leaky else MODES["availableModes"]
+    return {**MODES, "availableModes": listed}
 
 
 class Agent:
@@ -96,7 +108,7 @@ class Agent:
     def state(self) -> dict[str, Any]:
         if not self.args.modes:
             return {}
-        return {"modes": MODES, "configOptions": config_options(self.model)}
+        return {"modes": modes(self.args.leaky), "configOptions": config_options(self.model)}
 
     # --- methods -------------------------------------------------------------------------
 
@@ -205,7 +217,7 @@ class Agent:
                         {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
                         {"optionId": "always", "name": "Always", "kind": "allow_always"},
                         {"optionId": "no", "name": "No", "kind": "reject_once"},
-                    ],
+                    ][1 if "no once" in text else 0 :],  # "ask, no once": an agent with no allow-once
                 },
             )
             self.notify(
@@ -308,7 +320,11 @@ class Agent:
         self.send({"jsonrpc": "2.0", "id": rid, "result": result})
         if method == "session/new" and self.args.modes:
             self.notify(
-                result["sessionId"], {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS}
+                result["sessionId"],
+                {
+                    "sessionUpdate": "available_commands_update",
+                    "availableCommands": [*COMMANDS, LEAKY_COMMAND] if self.args.leaky else COMMANDS,
+                },
             )
         if method == "session/load" and self.args.late_replay:
             # As Gemini does: most of the replay comes after the answer, a little later. A prompt
@@ -365,6 +381,7 @@ def main() -> None:
     parser.add_argument("--auth", action="store_true", help="require authenticate before session/new")
     parser.add_argument("--terminal-auth", action="store_true", help="require a terminal login (`--login`) first")
     parser.add_argument("--login", action="store_true", help="log in (the terminal method) and exit")
+    parser.add_argument("--leaky", action="store_true", help="with --modes: a mode and a command carrying secrets")
     args = parser.parse_args()
     if args.login:
         login(args)

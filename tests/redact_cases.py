@@ -33,6 +33,13 @@ NEW_FORMS = [
     ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nAAAA", REDACTED),
     ("key: -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg", "key: [REDACTED]"),
     ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0", "jwt [REDACTED]"),
+    # `key = value` inside a sentence, not only at the end of its line (issue 25).
+    (
+        "my credentials file says aws_secret_access_key = wJalrXUtnFEMIK7MDENGbPxRfiCYzz91 please keep it",
+        "my credentials file says aws_secret_access_key = [REDACTED] please keep it",
+    ),
+    ("my password: hunter22, and the pin", "my password: [REDACTED], and the pin"),
+    ("set secret = abcdefghijklmnopqrstu then go", "set secret = [REDACTED] then go"),
 ]
 
 # Ordinary code and prose that mentions secrets without holding one.
@@ -62,6 +69,11 @@ NOT_SECRETS = [
     "---\ntitle: notes\n---",
     "if password:\n    check(password)",
     "token: ${{ secrets.GITHUB_TOKEN }}",
+    "token = tok3n_map[x] + 1",
+    "{ password: hashedPassword, email }",
+    "token = self.token2 or fallback",
+    "max_tokens = 4096 and more",
+    "password = None if x else y",
 ]
 
 

@@ -148,3 +148,64 @@ def test_acp_server_config_naming_a_file_that_exists_is_used(tmp_path):
 
     row = next(line for line in done.stdout.splitlines() if "openai: model" in line)
     assert row.split()[2:4] == ["from-the-file", "file"], done.stdout
+
+
+def special_config(tmp_path: Path, kind: str) -> Path:
+    """A config file that is not one to read: a device, a FIFO, a directory, a huge file, a file
+    others may write, another user's file."""
+    if kind == "device":
+        return Path("/dev/zero")
+    path = tmp_path / f"{kind}.toml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "huge":
+        path.write_bytes(b"#" * (2 << 20))
+    else:
+        path.write_text('[openai]\nmodel = "m"\n', encoding="utf-8")
+        os.chmod(path, 0o664 if kind == "group-writable" else 0o646)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("device", "is a character device, not a regular file; point ACP_SERVER_CONFIG at a TOML file"),
+        ("fifo", "is a FIFO, not a regular file; point ACP_SERVER_CONFIG at a TOML file"),
+        ("directory", "is a directory, not a regular file; point ACP_SERVER_CONFIG at a TOML file"),
+        ("huge", "is larger than a config file may be (1024 KiB); check what ACP_SERVER_CONFIG names"),
+        (
+            "group-writable",
+            "is writable by others (mode 0664); run chmod go-w on it",
+        ),
+        (
+            "world-writable",
+            "is writable by others (mode 0646); run chmod go-w on it",
+        ),
+    ],
+)
+@pytest.mark.parametrize("agent", ["echo", "openai"])
+def test_a_config_file_that_is_no_regular_file_of_sane_size_and_safe_mode_stops_with_one_line(
+    tmp_path, kind, said, agent
+):
+    config = special_config(tmp_path, kind)
+    done = acp(tmp_path, "--agent", agent, ACP_SERVER_CONFIG=str(config))
+
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"acp-server: the config file {config} {said}\n"
+
+
+def test_a_config_file_of_another_user_in_the_default_place_stops_with_one_line(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a file to another user")
+    config = tmp_path / "config" / "acp-server" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[openai]\nmodel = "m"\n', encoding="utf-8")
+    os.chown(config, 65534, 65534)
+    done = acp(tmp_path, "prompt", "--agent", "echo", "hello")
+
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"acp-server: the config file {config} belongs to another user (uid 65534); use a config file of your own\n"
+    )

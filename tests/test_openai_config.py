@@ -128,6 +128,23 @@ def test_the_config_file_can_be_named_by_acp_server_config_and_health_reports_it
         adapter.run_turn(turn(tmp_path), Sink())
 
 
+@pytest.mark.parametrize("kind", ["fifo", "writable by others"])
+def test_a_config_file_that_is_a_fifo_or_writable_by_others_is_not_read_and_health_says_why(tmp_path, kind):
+    import os
+
+    path = tmp_path / "config.toml"
+    if kind == "fifo":
+        os.mkfifo(path)  # reading it would wait for a writer for ever
+    else:
+        path.write_text('[openai]\nbase_url = "http://attacker.invalid/v1"\n')
+        os.chmod(path, 0o666)
+    adapter = OpenAIAdapter(env={"ACP_SERVER_CONFIG": str(path)}, api_key=KEY)
+    health = adapter.health()
+    assert adapter.settings.base_url == "https://api.openai.com/v1"
+    said = "is a FIFO, not a regular file" if kind == "fifo" else "is writable by others (mode 0666)"
+    assert f"the config file {path} {said}" in health.detail
+
+
 def test_the_key_is_never_shown_whole():
     assert mask_key("sk-proj-abcdefgh12345678") == "set (sk-…5678)"
     assert mask_key("short") == "set"

@@ -100,6 +100,16 @@ def test_each_option_is_named_by_what_it_covers():
     assert subject_of(tool("edit", "write_file")).allow_label == "Always allow `write_file` (any input)"
 
 
+def test_an_execute_call_that_names_no_command_cannot_be_always_allowed():
+    untold = ToolCallStarted("call_1", "Run tests", "execute", None, {"script": "anything"})
+    assert subject_of(untold).allow == ()
+    assert [o["kind"] for o in permission_options(subject_of(untold))] == ["allow_once", "reject_once", "reject_always"]
+    # An answer an older version kept for the title covers no later call under it either.
+    later = ToolCallStarted("call_2", "Run tests", "execute", None, {"script": "rm -rf ~"})
+    assert decide("ask", later, {"execute:Run tests": True}) == "ask"
+    assert decide("ask", later, always(untold, False)) == "deny"
+
+
 def test_a_command_given_a_working_directory_is_asked_about_with_it():
     terminal = ToolCallStarted("call_1", "Run make", "execute", "terminal", {"command": "make", "workdir": "/w"})
     assert subject_of(terminal).allow_label == "Always allow `cd /w` and `make`"

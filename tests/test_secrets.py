@@ -307,3 +307,35 @@ def test_secrets_in_log_lines_and_tracebacks_are_redacted_on_stderr_and_in_the_l
         assert "RuntimeError: the API refused [REDACTED]" in log  # the traceback
         assert "request id '[REDACTED]'" in log
         assert leaks(log) == []
+
+
+ECHO_AGENT = """
+from pathlib import Path
+
+
+def run(prompt, session):
+    Path("received.txt").write_text(prompt)
+    return "noted"
+"""
+AWS_SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzz91"
+
+
+def test_a_secret_inside_a_prompts_sentence_is_kept_from_the_journal_and_trace_but_reaches_the_agent(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "echo_agent.py").write_text(ECHO_AGENT)
+    db, trace = tmp_path / "journal.db", tmp_path / "trace.jsonl"
+    text = f"my credentials file says aws_secret_access_key = {AWS_SECRET} please keep it"
+    server = StdioServer("--agent", "echo_agent:run", "--db", str(db), "--trace", str(trace), cwd=str(tmp_path))
+    try:
+        sid = server.start_session(str(tmp_path))
+        assert prompt(server, sid, text)["result"] == {"stopReason": "end_turn"}
+        stored_while_live = [read_bytes(path) for path in tmp_path.iterdir() if path.name.startswith("journal.db")]
+        server.close_stdin()
+        assert server.wait() == 0
+    finally:
+        server.kill()
+    assert (tmp_path / "received.txt").read_text() == text  # the agent gets what the user typed
+    for stored in [*stored_while_live, read_bytes(db), trace.read_text()]:
+        assert AWS_SECRET[:12] not in stored and AWS_SECRET[-12:] not in stored
+    assert "aws_secret_access_key = [REDACTED] please keep it" in read_bytes(db)

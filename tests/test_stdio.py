@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from stdio_server import StdioServer
@@ -67,6 +68,24 @@ def test_eof_or_sigterm_cancels_the_running_turn_and_exits_zero(server, tmp_path
     assert srv.wait(timeout=10) == 0
     answers = [f for f in srv.remaining_frames() if f.get("id") == prompt_id]
     assert answers == [{"jsonrpc": "2.0", "id": prompt_id, "result": {"stopReason": "cancelled"}}]
+
+
+def test_a_server_whose_stdin_is_dev_null_ends_cleanly_at_once(tmp_path):
+    import subprocess
+    import sys
+
+    # The timeout is a deadline (the server used to wait for ever), not a measured duration.
+    with open(os.devnull, "rb") as devnull:
+        done = subprocess.run(
+            [sys.executable, "-m", "acp_server", "--agent", "echo"],
+            stdin=devnull,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=tmp_path,
+        )
+    assert (done.returncode, done.stdout) == (0, "")
+    assert "Traceback" not in done.stderr
 
 
 def test_help_explains_every_option_and_its_environment_variable():

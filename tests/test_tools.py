@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 
 import anyio
@@ -9,7 +10,8 @@ import pytest
 from harness import running
 
 from acp_server.acp.handlers import AcpAgent
-from acp_server.turns.files import replace_text, slice_lines
+from acp_server.turns.files import replace_text
+from adapters.excerpt import read_lines
 from adapters.scripted import ScriptedAdapter
 
 FS = {"fs": {"readTextFile": True, "writeTextFile": True}}
@@ -169,7 +171,7 @@ async def test_cancel_kills_and_releases_the_editor_terminal(tmp_path):
     ],
 )
 def test_line_and_limit_pick_lines_as_fs_read_text_file_defines_them(line, limit, expected):
-    assert slice_lines("a\nb\nc", line, limit) == expected
+    assert read_lines(io.BytesIO(b"a\nb\nc"), line=line, limit=limit, name="f") == expected
 
 
 def test_replacing_a_file_writes_through_a_symlink_and_keeps_the_mode(tmp_path):

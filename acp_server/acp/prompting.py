@@ -41,6 +41,7 @@ from acp_server.turns.supervisor import (
 from acp_server.turns.workers import Workers
 from adapters.base import AdapterCapabilities, EditorFeatures, RuntimeAdapter, SessionNotes, TurnInput
 from adapters.events import Envelope, PromptReceived, RuntimeEvent, TextDelta, TitleChanged, TurnFinished
+from journal.caps import RunCaps
 from journal.redact import RunRedactor
 from journal.states import RESPONSE_KINDS, RunState, final_state
 from journal.store import Journal
@@ -160,14 +161,19 @@ class Prompts:
         responded = False
         reply = RichReply(enabled=haui_on(session.config, self.options.haui))
         redactor = RunRedactor()
+        caps = RunCaps()
 
         async def publish(envelope: Envelope) -> None:
             nonlocal responded
-            responded = responded or envelope.event.kind in RESPONSE_KINDS
-            tally.add(envelope.event)
+            # Cut first: the tally, the journal and the editor all keep what the caps keep.
+            if (event := caps.cap(envelope.event)) is None:
+                return
+            envelope = envelope if event is envelope.event else replace(envelope, event=event)
+            responded = responded or event.kind in RESPONSE_KINDS
+            tally.add(event)
             await self.publish(envelope, redactor=redactor, reply=reply)
-            if isinstance(envelope.event, TurnFinished):
-                await self._finish_run(envelope.run_id, envelope.event, responded=responded)
+            if isinstance(event, TurnFinished):
+                await self._finish_run(envelope.run_id, event, responded=responded)
 
         history = await self.sessions.history(session)
         turn = TurnInput(

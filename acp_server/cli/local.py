@@ -14,8 +14,9 @@ import anyio
 from acp_server.protocol.answers import PermissionOption, ReadTextFileParams, WriteTextFileParams
 from acp_server.protocol.models import parse
 from acp_server.rpc.errors import INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
-from acp_server.turns.files import replace_text, slice_lines
+from acp_server.turns.files import replace_text
 from adapters.base import ToolRefused
+from adapters.excerpt import read_lines
 from adapters.printable import printable
 
 
@@ -30,8 +31,7 @@ def question(title: str, kind: str) -> str:
 async def read_text_file(params: dict[str, Any]) -> dict[str, Any]:
     """`fs/read_text_file`: the file's text, from 1-based `line` for at most `limit` lines."""
     request = parse(ReadTextFileParams, params)  # -32602 naming the fields, if malformed
-    text = await anyio.to_thread.run_sync(_read, request.path)
-    return {"content": slice_lines(text, request.line, request.limit)}
+    return {"content": await anyio.to_thread.run_sync(_read, request.path, request.line, request.limit)}
 
 
 async def write_text_file(params: dict[str, Any]) -> dict[str, Any]:
@@ -41,10 +41,12 @@ async def write_text_file(params: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _read(path: str) -> str:
+def _read(path: str, line: int | None, limit: int | None) -> str:
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+        with open(path, "rb") as f:
+            return read_lines(f, line=line, limit=limit, name=path, errors="strict")
+    except ToolRefused as exc:
+        raise RpcError(INTERNAL_ERROR, str(exc)) from None
     except FileNotFoundError:
         raise RpcError(RESOURCE_NOT_FOUND, f"Resource not found: {path}", {"uri": path}) from None
     except UnicodeDecodeError:

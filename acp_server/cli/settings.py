@@ -213,12 +213,19 @@ def _agent_names() -> str:
 
 
 def config_file_problem(environ: Mapping[str, str]) -> str | None:
-    """Why the config file named by ACP_SERVER_CONFIG cannot be used, when it does not exist; the
-    openai agent would take a missing file for an empty one (and reports a bad one itself)."""
+    """Why the config file cannot be used: ACP_SERVER_CONFIG names a file that does not exist (the
+    openai agent would take it for an empty one), or the file is no regular file of the user's own
+    of sane size (`adapters/configfile.py`). Bad TOML is the agent's to report."""
+    from adapters.configfile import ConfigFileError, config_path, read_config
+
     path = environ.get(CONFIG_ENV)
-    if not path or os.path.exists(path):
-        return None
-    return f"{CONFIG_ENV} names the config file {path}, which does not exist; create it, or unset {CONFIG_ENV}"
+    if path and not os.path.exists(path):
+        return f"{CONFIG_ENV} names the config file {path}, which does not exist; create it, or unset {CONFIG_ENV}"
+    try:
+        read_config(config_path(environ))
+    except ConfigFileError as exc:
+        return str(exc)
+    return None
 
 
 def env_name(flag: str) -> str:

@@ -27,6 +27,7 @@ from acp_server.downstream.sessions import AgentSession, SessionRoute
 from acp_server.protocol import methods
 from acp_server.rpc.errors import AUTH_REQUIRED, INTERNAL_ERROR, PeerClosedError, RequestTimeoutError, RpcError
 from adapters.base import AgentError, AuthRequired, SessionControls, Transcript, TurnInput
+from journal.redact import redact_text
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +120,8 @@ class Downstream:
 
     def _why(self, client: AgentClient, exc: BaseException) -> str:
         if isinstance(exc, RpcError):
-            return exc.message
-        last = client.process.stderr[-1] if client.process.stderr else None
+            return redact_text(exc.message)  # the agent's words, quoted to the editor
+        last = _last_stderr(client)
         return f"it exited: {last}" if last else "it exited before answering initialize"
 
     async def shutdown(self) -> None:
@@ -385,10 +386,15 @@ def _name(client: AgentClient) -> str:
     return client.info.name if client.info is not None else client.label
 
 
+def _last_stderr(client: AgentClient) -> str | None:
+    """The agent's last stderr line, redacted: it is quoted in errors the editor is shown."""
+    return redact_text(client.process.stderr[-1]) if client.process.stderr else None
+
+
 def _exit_text(client: AgentClient) -> str:
     code = client.process.returncode
     status = "still running" if code is None else f"exit status {code}"
-    last = client.process.stderr[-1] if client.process.stderr else None
+    last = _last_stderr(client)
     return f"{status}: {last}" if last else status
 
 

@@ -6,8 +6,9 @@ forms or choices.
 `prepare` runs in the turn's worker thread, in order with the updates (a question shows the
 call as the agent described it, started first if the agent never announced it); `answer` runs
 in a thread of its own, as the user may take a while. A permission is answered with the
-agent's own option of the kind we decided: always a "once" one, since "always" answers are
-kept in our journal and decided by our policy, not left to the agent.
+agent's own option of the kind we decided: a "once" one, since "always" answers are kept in our
+journal and decided by our policy, not left to the agent; the agent's "always" only when the user
+chose "always" where the agent offers no "once" (the question offers only what the agent does).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def _answer(prepared: Prepared, sink: Sink, tools: ToolCalls) -> Any:
     params = prepared.params
     if prepared.method == methods.REQUEST_PERMISSION:
         assert prepared.tool_call_id is not None
-        decision = sink.request_permission(prepared.tool_call_id)
+        decision = sink.request_permission(prepared.tool_call_id, offered=offered_kinds(params.get("options")))
         if decision.allowed and not decision.cancelled:
             tools.allowed.add(prepared.tool_call_id)
         return choose(params.get("options"), decision)
@@ -82,19 +83,29 @@ def _answer(prepared: Prepared, sink: Sink, tools: ToolCalls) -> Any:
     return _elicit(params, sink)
 
 
+def offered_kinds(options: Any) -> frozenset[str]:
+    """The option kinds the agent offers, each with an id to answer with."""
+    return frozenset(str(option.get("kind")) for option in _options(options) if isinstance(option.get("optionId"), str))
+
+
 def choose(options: Any, decision: PermissionDecision) -> Json:
-    """The agent's option that says what we decided, "once" before "always"; cancelled when
+    """The agent's option that says what we decided, "once" before "always"; an allow is sent
+    as "always" only when the user chose "always" (never wider than the answer); cancelled when
     the turn was, or when the agent offered no option of that kind."""
     if decision.cancelled:
         return CANCELLED_PERMISSION
-    listed = cast(list[Any], options) if isinstance(options, list) else []
-    offered = [cast(Json, option) for option in listed if isinstance(option, dict)]
-    for kind in ALLOW_KINDS if decision.allowed else REJECT_KINDS:
-        for option in offered:
+    kinds = (ALLOW_KINDS if decision.remember else ALLOW_KINDS[:1]) if decision.allowed else REJECT_KINDS
+    for kind in kinds:
+        for option in _options(options):
             if option.get("kind") == kind and isinstance(option.get("optionId"), str):
                 return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
     log.warning("the agent offered no %s option; answering cancelled", "allow" if decision.allowed else "reject")
     return CANCELLED_PERMISSION
+
+
+def _options(options: Any) -> list[Json]:
+    listed = cast(list[Any], options) if isinstance(options, list) else []
+    return [cast(Json, option) for option in listed if isinstance(option, dict)]
 
 
 def _elicit(params: Json, sink: Sink) -> Json:

@@ -1,7 +1,9 @@
 """The agent's modes, config options and commands of a session, read from what it answered
 (`session/new`, `session/load`, `session/resume`, `session/set_config_option`) and from its
 `current_mode_update`, `config_option_update` and `available_commands_update`, into the
-`SessionControls` the handlers show. Read tolerantly: what does not fit is left out.
+`SessionControls` the handlers show. Read tolerantly: what does not fit is left out. What the
+editor is shown is redacted (`journal.redact`): names, descriptions and hints; an id or a value
+that holds a secret is left out, since a redacted one would name nothing at the agent.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from adapters.base import ConfigChoice, ConfigOption, ModeChoice, SessionControls, SlashCommand
+from journal.redact import redact_text
 
 Json = dict[str, Any]
 
@@ -29,16 +32,15 @@ def with_modes(controls: SessionControls, state: Json) -> SessionControls:
     modes: list[ModeChoice] = []
     for item in _list(state.get("availableModes")):
         mode = _object(item)
-        if isinstance(mode.get("id"), str) and isinstance(mode.get("name"), str):
-            modes.append(ModeChoice(mode["id"], mode["name"], _text(mode.get("description"))))
-    current = state.get("currentModeId")
-    return replace(controls, modes=tuple(modes), current_mode=current if isinstance(current, str) else None)
+        if (mode_id := _id(mode.get("id"))) and isinstance(mode.get("name"), str):
+            modes.append(ModeChoice(mode_id, redact_text(mode["name"]), _text(mode.get("description"))))
+    return replace(controls, modes=tuple(modes), current_mode=_id(state.get("currentModeId")))
 
 
 def updated(controls: SessionControls, update: Json) -> SessionControls:
     """The controls after one of the agent's session updates."""
     kind = update.get("sessionUpdate")
-    if kind == "current_mode_update" and isinstance(update.get("currentModeId"), str):
+    if kind == "current_mode_update" and _id(update.get("currentModeId")):
         return replace(controls, current_mode=update["currentModeId"])
     if kind == "config_option_update" and isinstance(update.get("configOptions"), list):
         return replace(controls, config_options=options(update["configOptions"]))
@@ -54,7 +56,8 @@ def options(value: Any) -> tuple[ConfigOption, ...]:
     for item in _list(value):
         option = _object(item)
         identifier, name, current = option.get("id"), option.get("name"), option.get("currentValue")
-        if option.get("type", "select") != "select" or not isinstance(identifier, str) or not isinstance(name, str):
+        identifier = _id(identifier)
+        if option.get("type", "select") != "select" or identifier is None or not isinstance(name, str):
             continue
         choices = _choices(option.get("options"))
         if not isinstance(current, str) or current not in {c.value for c in choices}:
@@ -63,7 +66,7 @@ def options(value: Any) -> tuple[ConfigOption, ...]:
         found.append(
             ConfigOption(
                 identifier,
-                name,
+                redact_text(name),
                 choices,
                 current,
                 _text(option.get("description")),
@@ -78,10 +81,11 @@ def commands(value: Any) -> tuple[SlashCommand, ...]:
     for item in _list(value):
         command = _object(item)
         name, description = command.get("name"), command.get("description")
-        if not isinstance(name, str) or not name or any(c.isspace() or c == "/" for c in name):
+        name = _id(name)
+        if name is None or any(c.isspace() or c == "/" for c in name):
             continue
         hint = _text(_object(command.get("input")).get("hint"))
-        found.append(SlashCommand(name, description if isinstance(description, str) else "", hint))
+        found.append(SlashCommand(name, redact_text(description) if isinstance(description, str) else "", hint))
     return tuple(found)
 
 
@@ -91,13 +95,18 @@ def _choices(value: Any) -> tuple[ConfigChoice, ...]:
         choice = _object(item)
         if isinstance(choice.get("group"), str):  # a group: its own choices, in place
             found.extend(_choices(choice.get("options")))
-        elif isinstance(choice.get("value"), str) and isinstance(choice.get("name"), str):
-            found.append(ConfigChoice(choice["value"], choice["name"], _text(choice.get("description"))))
+        elif (value := _id(choice.get("value"))) and isinstance(choice.get("name"), str):
+            found.append(ConfigChoice(value, redact_text(choice["name"]), _text(choice.get("description"))))
     return tuple(found)
 
 
 def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+    return redact_text(value) if isinstance(value, str) and value else None
+
+
+def _id(value: Any) -> str | None:
+    """An id or value the editor may be shown and send back: a string holding no secret."""
+    return value if isinstance(value, str) and value and redact_text(value) == value else None
 
 
 def _object(value: Any) -> Json:

@@ -20,7 +20,8 @@ from typing import Any, cast
 
 from acp_server.downstream.agent import AgentCommand
 from acp_server.downstream.runtime import AcpRuntime
-from adapters.openai.config import config_path, shorten_home
+from adapters.configfile import config_path, read_config
+from adapters.openai.config import shorten_home
 
 SECTION = "agents"
 
@@ -86,12 +87,12 @@ def preset_agent(name: str, command: Sequence[str] | None = None) -> AcpRuntime:
 def configured(name: str, env: Mapping[str, str] = os.environ) -> tuple[str, ...] | None:
     """`[agents.NAME] command` of the config file: a list of words, or a shell-like string."""
     path = config_path(env)
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
+    raw = read_config(path)  # a ConfigFileError is a ValueError: said in one line at start-up
+    if raw is None:
         return None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    try:
+        data = tomllib.loads(raw.decode())
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ValueError(f"config file {shorten_home(path)}: {exc}") from None
     section = _table(_table(data).get(SECTION)).get(name)
     if section is None:

@@ -97,7 +97,7 @@ async def read_frames(fd: int, max_frame_bytes: int) -> AsyncIterator[Frame]:
 
 async def read_chunks(fd: int) -> AsyncIterator[bytes]:
     """The bytes of `fd` as they arrive, up to 64 KiB at a time (a pipe, a tty or a file)."""
-    if _is_regular_file(fd):
+    if not _is_pollable(fd):
         while chunk := await anyio.to_thread.run_sync(os.read, fd, 1 << 16):
             yield chunk
         return
@@ -116,6 +116,14 @@ async def read_chunks(fd: int) -> AsyncIterator[bytes]:
 
 def _is_regular_file(fd: int) -> bool:
     return stat.S_ISREG(os.fstat(fd).st_mode)
+
+
+def _is_pollable(fd: int) -> bool:
+    """A pipe, a socket or a terminal: the event loop can wait on it. A regular file or a device
+    such as /dev/null cannot (epoll refuses it, and the loop would wait for ever), so those are
+    read with blocking reads in a thread, where EOF arrives as an empty read."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
 
 
 class PipeWriter:

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
@@ -68,7 +68,9 @@ T = TypeVar("T")
 class TurnServices(Protocol):
     """What a turn's asks need from the editor side; implemented by `acp_server.turns.services.ClientTools`."""
 
-    async def request_permission(self, tool: ToolCallStarted) -> PermissionDecision: ...
+    async def request_permission(
+        self, tool: ToolCallStarted, offered: Collection[str] | None = None
+    ) -> PermissionDecision: ...
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str: ...
     async def write_text_file(self, path: str, content: str) -> None: ...
     async def run_command(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult: ...
@@ -289,12 +291,12 @@ class ThreadSink:
 
     # --- worker side: asks ---------------------------------------------------------------
 
-    def request_permission(self, tool_call_id: str) -> PermissionDecision:
+    def request_permission(self, tool_call_id: str, *, offered: Collection[str] | None = None) -> PermissionDecision:
         tool = self._tools.get(tool_call_id)
         if tool is None:
             raise ValueError(f"unknown tool call id {tool_call_id!r}: start it with tool_call()")
         self._asked.add(tool_call_id)
-        decision = self._ask(lambda: self._services.request_permission(tool))
+        decision = self._ask(lambda: self._services.request_permission(tool, offered))
         if decision.cancelled:
             self.check_cancelled()
         return decision

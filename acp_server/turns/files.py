@@ -5,7 +5,7 @@ escape through `..`, symlinks or absolute paths are refused before the editor is
 editor is asked for the path's real location (`adapters.paths.target`), the very place that was
 checked: never a spelling whose `..` cancels a symlink's name and names a file outside. Local
 access goes through the one path opener (`adapters.paths`), which also refuses symlinks swapped
-in while the file is opened. `slice_lines` and
+in while the file is opened, and reads only the lines asked for (`adapters.excerpt`). That and
 `replace_text` are also what the `prompt` client uses to serve `fs/*` from its own disk, so
 both ends of the protocol slice and write the same way.
 """
@@ -24,15 +24,6 @@ from acp_server.protocol.answers import Acknowledged
 from acp_server.protocol.models import ReadTextFileResult
 from acp_server.turns.client import ClientCapabilities, EditorChannel
 from adapters.paths import read_text, target, write_text
-
-
-def slice_lines(text: str, line: int | None, limit: int | None) -> str:
-    """`fs/read_text_file` semantics: from 1-based `line` (default 1), at most `limit` lines."""
-    if line is None and limit is None:
-        return text
-    lines = text.splitlines(keepends=True)
-    start = max((line or 1) - 1, 0)
-    return "".join(lines[start:] if limit is None else lines[start : start + limit])
 
 
 def replace_text(path: str, content: str) -> None:
@@ -57,8 +48,8 @@ class Files:
             if limit is not None:
                 params["limit"] = limit
             return (await self.channel.ask(methods.FS_READ_TEXT_FILE, params, ReadTextFileResult)).content
-        local = functools.partial(read_text, path, cwd=self.cwd, roots=self.roots)
-        return slice_lines(await anyio.to_thread.run_sync(local), line, limit)
+        local = functools.partial(read_text, path, cwd=self.cwd, roots=self.roots, line=line, limit=limit)
+        return await anyio.to_thread.run_sync(local)  # streamed: only the lines asked for are read
 
     async def write(self, path: str, content: str) -> None:
         """Write the file (the agent read it already if it wanted its old text for a diff)."""

@@ -11,7 +11,7 @@ must be the one it named (`check_command`), or it is decided on again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from acp_server.turns.mapping import tool_call_fields
 from acp_server.turns.policy import PermissionMemory, Subject, approved_command, decide, remembered, subject_of
 from adapters.base import PermissionDecision, ToolRefused
 from adapters.events import PermissionDecided, RuntimeEvent, ToolCallStarted
+from journal.caps import capped_tool
 from journal.redact import redact_event, redact_text
 
 log = logging.getLogger(__name__)
@@ -57,9 +58,11 @@ class PermissionFlow:
     # tool call id -> the call as its permission was decided on, and whether it was allowed
     decided: dict[str, Decided] = field(default_factory=dict[str, Decided])
 
-    async def request(self, tool: ToolCallStarted) -> PermissionDecision:
-        """Decide by the policy; ask the user only when it says so. Every outcome is reported."""
-        decision = await self._decide(tool)
+    async def request(self, tool: ToolCallStarted, offered: Collection[str] | None = None) -> PermissionDecision:
+        """Decide by the policy; ask the user only when it says so, or when its "allow" cannot be
+        given as asked (`offered`, the option kinds an agent below can honour, has no
+        `allow_once`). Every outcome is reported."""
+        decision = await self._decide(tool, offered)
         self.decided[tool.tool_call_id] = (tool, decision.allowed)
         return decision
 
@@ -79,8 +82,10 @@ class PermissionFlow:
         if not decision.allowed:
             raise ToolRefused(decision.reason or "Permission denied by the user")
 
-    async def _decide(self, tool: ToolCallStarted) -> PermissionDecision:
+    async def _decide(self, tool: ToolCallStarted, offered: Collection[str] | None) -> PermissionDecision:
         verdict = decide(self.mode(), tool, self.permissions.decisions)
+        if verdict == "allow" and offered is not None and "allow_once" not in offered:
+            verdict = "ask"  # the agent could only be told "always", which is more than the policy said
         if verdict != "ask":
             by = "policy" if remembered(tool, self.permissions.decisions) is None else "remembered"
             await self.emit(PermissionDecided(tool.tool_call_id, "allowed" if verdict == "allow" else "rejected", by))
@@ -89,7 +94,7 @@ class PermissionFlow:
             why = 'an earlier "always reject"' if by == "remembered" else f"{self.mode()} mode"
             return PermissionDecision(False, reason=f"Refused by {why}")
         try:
-            decision, outcome, option = await self._ask_user(tool)
+            decision, outcome, option = await self._ask_user(tool, offered)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.emit(PermissionDecided(tool.tool_call_id, "cancelled", "user"))
@@ -97,11 +102,14 @@ class PermissionFlow:
         await self.emit(PermissionDecided(tool.tool_call_id, outcome, "user", option))
         return decision
 
-    async def _ask_user(self, tool: ToolCallStarted) -> tuple[PermissionDecision, Outcome, str | None]:
-        fields = tool_call_fields(redact_event(tool))  # the question shows the call as the journal keeps it
+    async def _ask_user(
+        self, tool: ToolCallStarted, offered: Collection[str] | None
+    ) -> tuple[PermissionDecision, Outcome, str | None]:
+        fields = tool_call_fields(redact_event(capped_tool(tool)))  # the call as the journal keeps it
         fields.pop("status")
         subject = subject_of(tool)
-        options = permission_options(subject)
+        # Only answers that can be given as the user chose them: never "once" sent as "always".
+        options = [o for o in permission_options(subject) if offered is None or o["kind"] in offered]
         params = {"toolCall": fields, "options": options}
         try:
             result = await self.channel.request(methods.REQUEST_PERMISSION, params, timeout=self.timeout)

@@ -153,7 +153,10 @@ def subject_of(tool: ToolCallStarted) -> Subject:
     itself when it is opaque), or the tool."""
     line = approved_command(tool)
     if line is None:
-        key, shown = f"{classify(tool.name, tool.tool_kind)}:{tool.name or tool.title}", tool.name or tool.title
+        kind = classify(tool.name, tool.tool_kind)
+        key, shown = f"{kind}:{tool.name or tool.title}", tool.name or tool.title
+        if kind == "execute":  # a rule naming no command would cover whatever a later call runs
+            return Subject((), (key,), None, f"Always reject `{shown}` (any input)")
         return Subject((key,), (key,), f"Always allow `{shown}` (any input)", f"Always reject `{shown}` (any input)")
     line = line.strip()
     parts = simple_commands(line)

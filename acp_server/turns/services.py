@@ -7,7 +7,7 @@ command for a tool call runs only as its permission allowed it (`PermissionFlow.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 from acp_server.rpc.peer import Peer
 from acp_server.turns.client import ClientCapabilities, EditorChannel
@@ -59,8 +59,10 @@ class ClientTools:
             channel=channel, choice=terminal, advertised=client.terminal, quirks=client.quirks, cwd=cwd, emit=emit
         )
 
-    async def request_permission(self, tool: ToolCallStarted) -> PermissionDecision:
-        return await self._permission.request(tool)
+    async def request_permission(
+        self, tool: ToolCallStarted, offered: Collection[str] | None = None
+    ) -> PermissionDecision:
+        return await self._permission.request(tool, offered)
 
     async def clarify(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
         return await self._questions.clarify(question, choices, tool_call_id)

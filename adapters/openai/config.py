@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapters.configfile import ConfigFileError, read_config
+from adapters.configfile import config_path as config_path  # where the file is; callers import it from here too
 from adapters.openai.jsonvalues import is_object
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -79,16 +81,6 @@ def shorten_home(path: str) -> str:
     return "~" + path[len(home) :] if path == home or path.startswith(home + os.sep) else path
 
 
-def config_path(env: Mapping[str, str], explicit: str | os.PathLike[str] | None = None) -> str:
-    """The config file: the explicit path, else `ACP_SERVER_CONFIG`, else the XDG location."""
-    if explicit is not None:
-        return os.fspath(explicit)
-    if env.get("ACP_SERVER_CONFIG"):
-        return env["ACP_SERVER_CONFIG"]
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(str(Path.home()), ".config")
-    return os.path.join(base, "acp-server", "config.toml")
-
-
 def load_settings(
     *,
     flags: Mapping[str, Any],
@@ -146,17 +138,16 @@ def _read_file(path: str) -> tuple[dict[str, Any], list[str]]:
     """The `[openai]` table of the config file; a missing file is not a problem."""
     shown = shorten_home(path)
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
+        raw = read_config(path)
+    except ConfigFileError as exc:
+        return {}, [str(exc)]
+    if raw is None:
         return {}, []
-    except OSError as exc:
-        return {}, [f"config file {shown} cannot be read: {exc.strerror or exc}"]
     import tomllib  # only when there is a file to parse: a server without one starts sooner
 
     try:
         data = tomllib.loads(raw.decode())
-    except tomllib.TOMLDecodeError as exc:
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         return {}, [f"config file {shown} is not valid TOML: {exc}"]
     section = data.get(SECTION, {})
     if not is_object(section):  # TOML keys are str, as JSON's are

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.base import Sink, ToolRefused
+from adapters.bounds import MAX_DEPTH, unfit
 from adapters.events import (
     DiffContent,
     Location,
@@ -30,6 +31,7 @@ from adapters.paths import Target, target
 
 MAX_RESULT_CHARS = 50_000
 MAX_READ_LINES = 2000
+TOO_DEEP = f"The tool arguments are nested deeper than {MAX_DEPTH} levels; send a flatter JSON object"
 DEFAULT_COMMAND_TIMEOUT = 120.0
 MAX_COMMAND_TIMEOUT = 600.0
 
@@ -134,6 +136,10 @@ def parse_arguments(text: str) -> dict[str, Any]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ToolRefused(f"The tool arguments are not valid JSON ({exc.msg}); send a JSON object") from None
+    except RecursionError:  # deeper than the parser goes
+        raise ToolRefused(TOO_DEEP) from None
+    if unfit(value) is not None:  # deeper than the journal, the redactor and the wire may be asked to walk
+        raise ToolRefused(TOO_DEEP)
     if not is_object(value):
         raise ToolRefused("The tool arguments must be a JSON object")
     return value
@@ -180,7 +186,8 @@ def _read_file(args: Mapping[str, Any], ws: Workspace) -> Action:
     lines = f" (lines {start or 1}-{end if end is not None else 'end'})" if start or end else ""
 
     def run(tid: str) -> Outcome:
-        text = ws.sink.read_text_file(file.path, line=start, limit=limit or (MAX_READ_LINES + 1 if start else None))
+        # Always a range: a whole-file read of a big file is refused, a range is cut with a note.
+        text = ws.sink.read_text_file(file.path, line=start, limit=min(limit or MAX_READ_LINES + 1, MAX_READ_LINES + 1))
         rows = text.splitlines(keepends=True)
         if len(rows) > MAX_READ_LINES:
             first = (start or 1) + MAX_READ_LINES
