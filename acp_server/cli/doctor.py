@@ -2,8 +2,10 @@
 for the selected agent and where each came from (flag, environment, config file, default).
 
 Each agent is loaded and checked in its own daemon thread, so a check that hangs shows as
-"timed out" instead of holding the command. The exit status is 1 only when the agent the
-current settings select is unhealthy.
+"timed out" instead of holding the command. An ACP agent below (claude, codex, ...) is started
+until it answers `initialize`, within the runtime's own deadline: a program that is there but
+will not run (npx offline) says why and how to install it. The exit status is 1 only when the
+agent the current settings select is unhealthy.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from acp_server.cli.settings import SERVER_OPTIONS, add_server_options, agent_settings, env_name
-from adapters.base import Health, health_of
+from adapters.base import Health, RuntimeAdapter, health_of
 from adapters.registry import agent_specs, create_adapter
 
 HEALTH_BUDGET = 2.0  # seconds each health() may take
@@ -46,12 +48,14 @@ class Check:
         self._loaded = threading.Event()
         self._checked = threading.Event()
         self._check_started = 0.0
+        self._budget = HEALTH_BUDGET
         self._row: Row | None = None
         threading.Thread(target=self._work, name=f"doctor-{name}", daemon=True).start()
 
     def _work(self) -> None:
         try:
             adapter = create_adapter(self.name, **self._settings)
+            self._budget = _budget(adapter)
         except Exception as exc:
             self._row = Row(self.name, "unavailable", _text(exc))
             self._checked.set()
@@ -60,7 +64,7 @@ class Check:
             self._check_started = time.monotonic()
             self._loaded.set()
         try:
-            health = health_of(adapter)
+            health = _health(adapter)
             detail = " ".join(health.detail.split())
             self._row = Row(self.name, "ok" if health.ok else "unhealthy", detail, health)
         except Exception as exc:
@@ -71,10 +75,24 @@ class Check:
     def row(self, loading_deadline: float) -> Row:
         if not self._loaded.wait(max(0.0, loading_deadline - time.monotonic())):
             return Row(self.name, "timed out", f"loading took over {LOAD_BUDGET:g} s")
-        if not self._checked.wait(max(0.0, self._check_started + HEALTH_BUDGET - time.monotonic())):
-            return Row(self.name, "timed out", f"health() did not answer within {HEALTH_BUDGET:g} s")
+        if not self._checked.wait(max(0.0, self._check_started + self._budget - time.monotonic())):
+            return Row(self.name, "timed out", f"health() did not answer within {self._budget:g} s")
         assert self._row is not None
         return self._row
+
+
+def _budget(adapter: object) -> float:
+    """The time a check gets: an ACP agent below is started, with its own start deadline."""
+    from acp_server.downstream.runtime import START_CHECK, AcpRuntime
+
+    return START_CHECK + HEALTH_BUDGET if isinstance(adapter, AcpRuntime) else HEALTH_BUDGET
+
+
+def _health(adapter: RuntimeAdapter) -> Health:
+    """health(), or for an ACP agent below, its start: a program that is there may not run."""
+    from acp_server.downstream.runtime import AcpRuntime
+
+    return adapter.start_check() if isinstance(adapter, AcpRuntime) else health_of(adapter)
 
 
 def check_agents(selected: str, settings: Mapping[str, Any]) -> list[Row]:
@@ -121,7 +139,7 @@ def settings_in_effect(args: argparse.Namespace, argv: Sequence[str], row: Row) 
 def run_doctor(args: argparse.Namespace, argv: Sequence[str]) -> int:
     rows = check_agents(args.agent, agent_settings(args))
     selected = next(row for row in rows if row.name == args.agent)
-    print(f"Agents (health checks get {HEALTH_BUDGET:g} s each; > marks the selected one)")
+    print(f"Agents (health checks get {HEALTH_BUDGET:g} s each, ACP agents a start; > marks the selected one)")
     print(
         _table(
             ("AGENT", "STATUS", "DETAIL"),

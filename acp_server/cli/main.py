@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from acp_server.cli.settings import (
     add_server_options,
@@ -55,8 +55,17 @@ TERMINAL_HINT = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line that says where the help is, not after the whole usage block
+    (an editor shows the last lines of stderr; the block buries the error). Subcommands'
+    parsers are of this class too (argparse makes them of their parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="acp-server",
         description="An Agent Client Protocol (ACP v1) agent server. Editors launch it and speak "
         "JSON-RPC over stdin/stdout, one JSON object per line. Run without a command to serve.",
@@ -211,6 +220,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     if args.command == "prompt":
         from acp_server.cli.prompt import run_prompt_command
+        from adapters.registry import check_name
+
+        try:
+            check_name(args.agent)  # here, in one line, not from the server it would start
+        except ValueError as exc:
+            parser.error(str(exc))
 
         return run_prompt_command(args)
     if args.command == "doctor":

@@ -137,7 +137,12 @@ def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, bui
         try:
             hub = Hub(adapter=adapter, options=options, journal=journal, detached_wait=args.detached_wait)
             runner = Runner(
-                hub=hub, place=place, idle=args.runner_idle, max_frame_bytes=args.max_frame_bytes, trace=trace
+                hub=hub,
+                place=place,
+                idle=args.runner_idle,
+                max_frame_bytes=args.max_frame_bytes,
+                trace=trace,
+                broken=lambda: _start_failed(adapter),
             )
             await runner.run(announce)
         finally:
@@ -149,6 +154,13 @@ def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, bui
         if trace is not None:
             trace.close()
     return 0
+
+
+def _start_failed(adapter: object) -> bool:
+    """Whether the runner's agent is an ACP agent below whose last start failed."""
+    from acp_server.downstream.runtime import AcpRuntime
+
+    return isinstance(adapter, AcpRuntime) and adapter.start_failure is not None
 
 
 def open_trace(path: str | None) -> Trace | None:

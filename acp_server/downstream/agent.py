@@ -12,6 +12,7 @@ says that the agent lost its memory of the earlier turns.
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -21,7 +22,7 @@ from anyio.abc import TaskGroup
 from acp_server.downstream import controls as wire_controls
 from acp_server.downstream.client import AgentClient, AgentInfo
 from acp_server.downstream.link import Answered, Inbox
-from acp_server.downstream.process import AgentProcess
+from acp_server.downstream.process import AgentProcess, cause
 from acp_server.downstream.quirks import AgentQuirks, as_installed, quirks_for
 from acp_server.downstream.sessions import AgentSession, SessionRoute
 from acp_server.protocol import methods
@@ -43,12 +44,18 @@ Json = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class AgentCommand:
-    """How to start the agent: acp-server's name for it (`acp`, a preset), its argv, and where
-    that came from (for `doctor`)."""
+    """How to start the agent: acp-server's name for it (`acp`, a preset), its argv, where that
+    came from (for `doctor`), and how to install it (for the message when it will not start)."""
 
     name: str
     argv: tuple[str, ...]
     source: str = "command line"
+    install: str | None = None
+
+    def failed(self, why: str) -> str:
+        """The one line that says the agent did not start, why, and how to install it."""
+        how = f"; install it: {self.install}" if self.install else ""
+        return f"{self.name}: the agent did not start ({why}){how}"
 
 
 def saved_session(transcript: Transcript | None, agent: str) -> str | None:
@@ -74,6 +81,7 @@ class Downstream:
         self._generation = 0
         self._starting = anyio.Lock()
         self._stopping = False
+        self.failure: str | None = None  # why the last start failed, until one succeeds
 
     # --- the process ---------------------------------------------------------------------
 
@@ -93,20 +101,36 @@ class Downstream:
         return client.info
 
     async def _start(self) -> AgentClient:
-        label = self.command.name
         try:
-            process = await AgentProcess.start(await as_installed(self.command.argv))
+            client = await self._started()
+        except AgentError as exc:
+            self.failure = str(exc)
+            raise
+        self.failure = None
+        return client
+
+    async def _started(self) -> AgentClient:
+        label, argv = self.command.name, self.command.argv
+        if shutil.which(argv[0]) is None:
+            raise AgentError(self.command.failed(f"{argv[0]!r} was not found on PATH"))
+        try:
+            process = await AgentProcess.start(await as_installed(argv))
         except OSError as exc:
-            raise AgentError(f"cannot start {self.command.argv[0]}: {exc.strerror or exc}") from None
+            raise AgentError(self.command.failed(f"cannot start {argv[0]}: {exc.strerror or exc}")) from None
         client = AgentClient(process, label=label)
         self._generation += 1
         generation = self._generation
         try:
             info = await client.connect(self._tasks, lambda: self._ended(client, generation))
-        except (RpcError, PeerClosedError, RequestTimeoutError) as exc:
+        except RpcError as exc:
             await process.stop(linger=True)
-            raise AgentError(f"{label}: the agent did not start ({self._why(client, exc)})") from None
-        self.quirks = quirks_for(self.command.argv, info.name)
+            raise AgentError(f"{label}: the agent did not start (it refused initialize: {exc.message})") from None
+        except (PeerClosedError, RequestTimeoutError) as exc:
+            await process.stop(linger=True)
+            with anyio.move_on_after(EXIT_WAIT):  # its last stderr lines, for the cause
+                await process.stderr_closed.wait()
+            raise AgentError(self.command.failed(self._why(client, exc))) from None
+        self.quirks = quirks_for(argv, info.name)
         log.info("%s: started %s %s (pid %d)", label, info.name, info.version, process.pid)
         return client
 
@@ -114,13 +138,15 @@ class Downstream:
         with anyio.move_on_after(EXIT_WAIT):
             await client.process.wait()
         client.process.close_fds()
-        if not self._stopping:
+        if not self._stopping and client.info is not None:  # a failed start says so once, in its error
             log.warning("%s: the agent exited (%s)", self.command.name, _exit_text(client))
 
     def _why(self, client: AgentClient, exc: BaseException) -> str:
         if isinstance(exc, RpcError):
             return exc.message
-        last = client.process.stderr[-1] if client.process.stderr else None
+        if isinstance(exc, RequestTimeoutError) and client.process.returncode is None:
+            return "it did not answer initialize in time"
+        last = cause(client.process.stderr)
         return f"it exited: {last}" if last else "it exited before answering initialize"
 
     async def shutdown(self) -> None:
@@ -375,7 +401,7 @@ def _name(client: AgentClient) -> str:
 def _exit_text(client: AgentClient) -> str:
     code = client.process.returncode
     status = "still running" if code is None else f"exit status {code}"
-    last = client.process.stderr[-1] if client.process.stderr else None
+    last = cause(client.process.stderr)
     return f"{status}: {last}" if last else status
 
 
