@@ -76,6 +76,7 @@ def _redacted_session(rec: SessionRecord) -> SessionRecord:
         config=redact(rec.config),
         permissions=redact(rec.permissions),
         additional_dirs=tuple(redact_text(path) for path in rec.additional_dirs),
+        launch=redact(rec.launch),
     )
 
 

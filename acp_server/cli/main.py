@@ -18,6 +18,7 @@ from acp_server.cli.settings import (
     agent_settings,
     bare_switches,
     config_file_problem,
+    launch,
     split_agent_command,
 )
 
@@ -220,12 +221,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     if args.command == "prompt":
         from acp_server.cli.prompt import run_prompt_command
+        from acp_server.cli.settings import flags_given
         from adapters.registry import check_name
 
         try:
             check_name(args.agent)  # here, in one line, not from the server it would start
         except ValueError as exc:
             parser.error(str(exc))
+        # `--session` continues with the session's agent: what the command line said outright wins.
+        args.flags = flags_given(sys.argv[1:] if argv is None else argv, "prompt")
 
         return run_prompt_command(args)
     if args.command == "doctor":
@@ -320,6 +324,7 @@ def _build(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[R
         permission_timeout=args.permission_timeout,
         terminal=terminal,
         haui=args.haui == "on",
+        launch=launch(args),
     )
     return adapter, options
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 ENV_PREFIX = "ACP_SERVER_"
 CONFIG_ENV = "ACP_SERVER_CONFIG"  # the config file's path (adapters/openai/config.py reads it)
@@ -20,7 +20,7 @@ SOURCES = (
 )
 
 if TYPE_CHECKING:  # for the checker only: `--help` does not pay for building the class
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any, Required, TypedDict
 
     class OptionSpec(TypedDict, total=False):
@@ -254,6 +254,29 @@ def split_agent_command(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
 def agent_command_args(args: argparse.Namespace) -> list[str]:
     command: tuple[str, ...] = getattr(args, "agent_command", ())
     return ["--", *command] if command else []
+
+
+def flags_given(argv: Sequence[str], command: str) -> set[str]:
+    """The server options given as flags (before or after `command`), by their dest names."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_server_options(parser, defaults=False)
+    commands = parser.add_subparsers(dest="command")
+    add_server_options(commands.add_parser(command, add_help=False), defaults=False)
+    given, _ = parser.parse_known_args(split_agent_command(list(argv))[0])
+    return set(vars(given)) - {"command"}
+
+
+def launch(args: argparse.Namespace) -> dict[str, object]:
+    """`--agent` and the settings given to it, as kept with each new session so that `prompt
+    --session` continues it with the same agent (a script file as an absolute path: the next
+    prompt may be run elsewhere)."""
+    settings = {key: value for key, value in agent_settings(args).items() if value is not None}
+    script = settings.get("script")
+    if isinstance(script, str) and os.path.isfile(script):
+        settings["script"] = os.path.abspath(script)
+    if "command" in settings:
+        settings["command"] = list(cast(tuple[str, ...], settings["command"]))
+    return {"agent": args.agent, **settings}
 
 
 def agent_settings(args: argparse.Namespace) -> dict[str, object]:
