@@ -33,3 +33,20 @@ def test_the_readme_gives_the_demo_and_the_test_command_that_ci_runs() -> None:
     assert test_command in readme
     assert test_command in (REPO / ".ci" / "run").read_text()
     assert "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/acp-server prompt" in readme
+
+
+def test_the_readmes_zed_snippet_holds_the_zed_files_first_entry_and_its_claude_entry_as_written() -> None:
+    import json
+
+    readme = (REPO / "README.md").read_text()
+    [block] = re.findall(r"```json\n(.*?)```", readme, re.S)
+    shown = json.loads(block)["agent_servers"]
+    held = json.loads((REPO / "editor-configs" / "zed-settings.json").read_text())["agent_servers"]
+    assert list(shown) == [next(iter(held)), "acp-server (claude)"]
+    assert all(entry == held[name] for name, entry in shown.items())
+
+
+def test_the_readme_says_what_the_test_suite_needs_and_how_to_let_it_download() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "ACP_TEST_DOWNLOADS=1" in readme and "about 1 GB" in readme and "Node.js >= 20" in readme
+    assert 'export CI="${CI:-true}"' in (REPO / ".ci" / "run").read_text()
