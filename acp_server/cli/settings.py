@@ -18,6 +18,7 @@ SOURCES = (
     "else ~/.config/acp-server/config.toml (in $XDG_CONFIG_HOME when set). "
     "`acp-server doctor` shows each setting in effect and where it came from."
 )
+HIDDEN = "The other server options are taken too (as before the command); acp-server --help lists them."
 
 if TYPE_CHECKING:  # for the checker only: `--help` does not pay for building the class
     from collections.abc import Callable, Mapping, Sequence
@@ -215,11 +216,16 @@ def env_name(flag: str) -> str:
     return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
 
 
-def add_server_options(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
+def add_server_options(
+    parser: argparse.ArgumentParser, *, defaults: bool = True, shown: frozenset[str] | None = None
+) -> None:
     """Without `defaults`, an option left out keeps the value given before the subcommand.
-    The parser's help gets the agents' names (`HelpFormatter`) and where the endpoint comes from."""
+    The parser's help gets the agents' names (`HelpFormatter`) and where the endpoint comes from.
+    With `shown`, the help lists only those flags (a journal command takes the rest, and says
+    where they are listed), not all the server's."""
     parser.formatter_class = HelpFormatter
-    group = parser.add_argument_group("server options (each also settable as ACP_SERVER_<NAME>)", SOURCES)
+    title = "server options (each also settable as ACP_SERVER_<NAME>)"
+    group = parser.add_argument_group(title, SOURCES if shown is None else HIDDEN)
     for flag, spec in SERVER_OPTIONS:
         spec = spec.copy()
         env = os.environ.get(env_name(flag))
@@ -228,6 +234,8 @@ def add_server_options(parser: argparse.ArgumentParser, *, defaults: bool = True
         elif env is not None:
             spec["default"] = env  # argparse converts (and reports a bad value) like a flag's
         spec["help"] = f"{spec['help']} [env {env_name(flag)}]"
+        if shown is not None and flag not in shown:
+            spec["help"] = argparse.SUPPRESS
         group.add_argument(flag, **spec)
 
 
