@@ -201,6 +201,16 @@ def test_attach_through_the_runner_shows_the_turn_from_its_start_answers_its_que
     assert run_states(tmp_path) == ["completed"]
 
 
+def test_attach_without_a_terminal_names_itself_when_nobody_can_answer_a_question(tmp_path, env):
+    editor = Front(*env, cwd=str(tmp_path))
+    sid, _ = start_turn(editor, tmp_path, "gate")
+    frames_until(editor, is_permission)
+
+    done = acp(tmp_path, "attach", *env, sid)
+    assert "nobody could be asked: acp-server attach has no terminal; run it with --allow or --deny" in done.stderr
+    assert "acp-server prompt" not in done.stderr
+
+
 def test_ctrl_c_stops_watching_through_the_runner_and_the_turn_goes_on(tmp_path, env):
     editor = Front(*env, cwd=str(tmp_path))
     sid, _ = start_turn(editor, tmp_path, "slow")

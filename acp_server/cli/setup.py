@@ -138,7 +138,7 @@ def _models(base_url: str, api_key: str | None) -> tuple[list[str], str | None]:
     from adapters.openai.client import Endpoint
 
     print(f"Asking {base_url} for its models...")
-    endpoint = Endpoint(base_url, api_key, hint="the config file")
+    endpoint = Endpoint(base_url, api_key, hint=None)  # no "set OPENAI_BASE_URL": that is what setup does
     try:
         return [str(entry["id"]) for entry in endpoint.list_models(timeout=CHECK_TIMEOUT)], None
     except AgentError as exc:
