@@ -50,3 +50,16 @@ def test_the_readme_says_what_the_test_suite_needs_and_how_to_let_it_download() 
     readme = (REPO / "README.md").read_text()
     assert "ACP_TEST_DOWNLOADS=1" in readme and "about 1 GB" in readme and "Node.js >= 20" in readme
     assert 'export CI="${CI:-true}"' in (REPO / ".ci" / "run").read_text()
+
+
+def test_the_doctor_sample_in_the_cli_page_lists_every_agent_and_every_server_option() -> None:
+    from acp_server.cli.settings import SERVER_OPTIONS
+    from adapters.registry import agent_specs
+
+    page = (REPO / "docs" / "cli.md").read_text()
+    sample = page[page.index("$ ACP_SERVER_AGENT=scripted acp-server doctor") :].split("```")[0]
+    agents_part, settings_part = sample.split("Settings in effect for scripted")
+    rows = [line[2:].split()[0] for line in agents_part.splitlines()[2:] if line[:2] in ("  ", "> ") and line[2:]]
+    assert rows[1:] == [spec.name for spec in agent_specs()]  # after the AGENT header
+    settings = [line.split()[0] for line in settings_part.splitlines()[2:] if line.startswith("  ")]
+    assert settings == [flag.lstrip("-") for flag, _ in SERVER_OPTIONS]
