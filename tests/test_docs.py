@@ -63,3 +63,17 @@ def test_the_doctor_sample_in_the_cli_page_lists_every_agent_and_every_server_op
     assert rows[1:] == [spec.name for spec in agent_specs()]  # after the AGENT header
     settings = [line.split()[0] for line in settings_part.splitlines()[2:] if line.startswith("  ")]
     assert settings == [flag.lstrip("-") for flag, _ in SERVER_OPTIONS]
+
+
+def test_the_docs_extra_pins_markdown_as_hermes_agent_does_so_the_extras_install_together() -> None:
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        hermes = requires("hermes-agent") or []
+    except PackageNotFoundError:
+        pytest.skip("hermes-agent is not installed here (Python >= 3.14, or no test extra)")
+    pinned = {r.split(";")[0].replace(" ", "") for r in hermes if r.lower().startswith("markdown")}
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    docs = {r.split(";")[0].replace(" ", "") for r in extras["docs"] if r.lower().startswith("markdown")}
+    assert pinned and {p.lower() for p in pinned} == {d.lower() for d in docs}
