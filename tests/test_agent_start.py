@@ -122,7 +122,7 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_doctor_starts_the_agent_and_says_why_it_did_not_start_and_how_to_install_it(offline_npx, tmp_path):
+def test_doctor_starts_the_selected_agent_and_says_why_it_did_not_start_and_how_to_install_it(offline_npx, tmp_path):
     done = run("doctor", "--agent", "claude", "--db", str(tmp_path / "j.db"), cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     rows = {line[2:].split()[0]: line[2:] for line in done.stdout.splitlines() if line[:2] in ("  ", "> ")}
@@ -134,6 +134,11 @@ def test_doctor_starts_the_agent_and_says_why_it_did_not_start_and_how_to_instal
         f"gemini: the agent did not start ('gemini' was not found on PATH); install it: {gemini}",
     ]
     assert "complete log" not in done.stdout + done.stderr
+    # Not selected: looked for, not started (starting it could fetch packages or make its home).
+    assert rows["codex"].split(None, 2)[1:] == [
+        "found",
+        "runs npx -y @zed-industries/codex-acp; not started here (doctor --agent codex starts it)",
+    ]
 
 
 def test_doctor_says_an_agent_that_answers_initialize_is_ok(bare_path, tmp_path):

@@ -2,10 +2,11 @@
 for the selected agent and where each came from (flag, environment, config file, default).
 
 Each agent is loaded and checked in its own daemon thread, so a check that hangs shows as
-"timed out" instead of holding the command. An ACP agent below (claude, codex, ...) is started
-until it answers `initialize`, within the runtime's own deadline: a program that is there but
-will not run (npx offline) says why and how to install it. The exit status is 1 only when the
-agent the current settings select is unhealthy.
+"timed out" instead of holding the command. The selected agent, when it is an ACP agent below
+(claude, codex, ...), is started until it answers `initialize`, within the runtime's own
+deadline: a program that is there but will not run (npx offline) says why and how to install it.
+The other ACP agents are only looked for ("found"): starting them could fetch packages or make
+their homes. The exit status is 1 only when the agent the current settings select is unhealthy.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ class Row:
 class Check:
     """Builds one agent and asks its health in a daemon thread."""
 
-    def __init__(self, name: str, settings: Mapping[str, Any]) -> None:
+    def __init__(self, name: str, settings: Mapping[str, Any], *, selected: bool = False) -> None:
         self.name = name
         self._settings = settings
+        self._selected = selected
         self._loaded = threading.Event()
         self._checked = threading.Event()
         self._check_started = 0.0
@@ -55,7 +57,7 @@ class Check:
     def _work(self) -> None:
         try:
             adapter = create_adapter(self.name, **self._settings)
-            self._budget = _budget(adapter)
+            self._budget = _budget(adapter) if self._selected else HEALTH_BUDGET
         except Exception as exc:
             self._row = Row(self.name, "unavailable", _text(exc))
             self._checked.set()
@@ -64,9 +66,12 @@ class Check:
             self._check_started = time.monotonic()
             self._loaded.set()
         try:
-            health = _health(adapter)
+            health = _health(adapter) if self._selected else health_of(adapter)
             detail = " ".join(health.detail.split())
-            self._row = Row(self.name, "ok" if health.ok else "unhealthy", detail, health)
+            status = "ok" if health.ok else "unhealthy"
+            if health.ok and not self._selected and _started_by_doctor(adapter):
+                status, detail = "found", f"{detail}; not started here (doctor --agent {self.name} starts it)"
+            self._row = Row(self.name, status, detail, health)
         except Exception as exc:
             self._row = Row(self.name, "unhealthy", f"health() raised {_text(exc)}")
         finally:
@@ -88,6 +93,12 @@ def _budget(adapter: object) -> float:
     return START_CHECK + HEALTH_BUDGET if isinstance(adapter, AcpRuntime) else HEALTH_BUDGET
 
 
+def _started_by_doctor(adapter: object) -> bool:
+    from acp_server.downstream.runtime import AcpRuntime
+
+    return isinstance(adapter, AcpRuntime)
+
+
 def _health(adapter: RuntimeAdapter) -> Health:
     """health(), or for an ACP agent below, its start: a program that is there may not run."""
     from acp_server.downstream.runtime import AcpRuntime
@@ -100,7 +111,7 @@ def check_agents(selected: str, settings: Mapping[str, Any]) -> list[Row]:
     names = [spec.name for spec in agent_specs()]
     if selected not in names:
         names.append(selected)
-    checks = [Check(name, settings if name == selected else {}) for name in names]
+    checks = [Check(name, settings, selected=True) if name == selected else Check(name, {}) for name in names]
     deadline = time.monotonic() + LOAD_BUDGET
     return [check.row(deadline) for check in checks]
 
@@ -139,7 +150,7 @@ def settings_in_effect(args: argparse.Namespace, argv: Sequence[str], row: Row) 
 def run_doctor(args: argparse.Namespace, argv: Sequence[str]) -> int:
     rows = check_agents(args.agent, agent_settings(args))
     selected = next(row for row in rows if row.name == args.agent)
-    print(f"Agents (health checks get {HEALTH_BUDGET:g} s each, ACP agents a start; > marks the selected one)")
+    print(f"Agents (health checks get {HEALTH_BUDGET:g} s each, a selected ACP agent is started; > marks it)")
     print(
         _table(
             ("AGENT", "STATUS", "DETAIL"),

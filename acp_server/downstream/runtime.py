@@ -159,7 +159,7 @@ class AcpRuntime:
             return Health(False, self.command.failed(f"{self.command.argv[0]!r} was not found on PATH"), settings)
         if failure := self.start_failure:
             return Health(False, failure, settings)
-        return Health(True, f"runs {shown} (started with the server)", settings)
+        return Health(True, f"runs {shown}", settings)
 
     def start_check(self) -> Health:
         """Healthy once the agent has answered `initialize` (it is started for this, within
