@@ -122,6 +122,10 @@ def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, bui
         parser.error("--runner-idle and --detached-wait must be positive numbers of seconds")
     adapter, options = build()
     place = place_for(runner_config(args))
+    from acp_server.cli.sweep import sweep
+    from acp_server.runner.paths import data_dir
+
+    sweep(logs=data_dir(), root=place.root, keep=place.key)
     os.chdir("/")  # hold no directory of the front's open
 
     def announce() -> None:
