@@ -86,6 +86,12 @@ def create_adapter(name: str, **settings: Any) -> RuntimeAdapter:
     return build(obj, agent=name, target=target, settings=given)
 
 
+def check_name(name: str) -> None:
+    """ValueError naming the near miss and the known agents when `name` is no agent (a
+    module:factory path is checked when it is loaded)."""
+    _find(name)
+
+
 def _find(name: str) -> AgentSpec | None:
     if name in BUILTINS:  # a built-in's name is never an entry point's (see agent_specs)
         return AgentSpec(name, BUILTINS[name], "built-in")

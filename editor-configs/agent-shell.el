@@ -7,7 +7,7 @@
 ;; the openai command because the echo and scripted agents refuse a model setting.
 
 (defun my/acp-server-agent-config ()
-  "An agent-shell configuration that starts acp-server's openai agent."
+  "An agent-shell configuration that starts acp-server's demo (it needs nothing installed)."
   (agent-shell-make-agent-config
    :identifier 'acp-server
    :mode-line-name "acp-server"
@@ -18,10 +18,9 @@
    (lambda (buffer)
      (acp-make-client
       :command "/path/to/acp-server/.venv/bin/acp-server"
-      ;; '("--agent" "echo") or
-      ;; '("--agent" "scripted" "--script" "/path/to/acp-server/examples/demo-script.json")
-      ;; try the editor side without a model.
-      :command-params '("--agent" "openai" "--model" "qwen2.5-coder:7b")
+      :command-params '("--agent" "scripted" "--script" "/path/to/acp-server/examples/demo-script.json")
+      ;; The demo above (send a prompt containing "demo") and '("--agent" "echo") need no model;
+      ;; '("--agent" "openai" "--model" "qwen2.5-coder:7b") runs the openai agent on Ollama.
       :environment-variables '("OPENAI_BASE_URL=http://localhost:11434/v1")
       :context-buffer buffer))))
 

@@ -2,7 +2,7 @@
 -- Put this in your CodeCompanion setup (with lazy.nvim: in `opts`), replace
 -- /path/to/acp-server/.venv/bin/acp-server with the absolute path of your installed command,
 -- then open a chat with :CodeCompanionChat (acp_server is made the default below), or pick a
--- command: :CodeCompanionChat adapter=acp_server command=demo
+-- command: :CodeCompanionChat adapter=acp_server command=openai
 require("codecompanion").setup({
   adapters = {
     acp = {
@@ -13,23 +13,24 @@ require("codecompanion").setup({
           formatted_name = "acp-server",
           type = "acp",
           roles = { llm = "assistant", user = "user" },
-          -- `default` runs the openai agent against a local Ollama; `echo` and `demo` (the
-          -- scripted tour: send a prompt containing "demo") need no model.
+          -- The first entries of the JSON files, in their order: `default` is the demo (the
+          -- scripted tour: send a prompt containing "demo") and `echo`, which need nothing
+          -- installed; `openai` runs the openai agent against a local Ollama.
           commands = {
             default = {
-              "/path/to/acp-server/.venv/bin/acp-server",
-              "--agent",
-              "openai",
-              "--model",
-              "qwen2.5-coder:7b",
-            },
-            echo = { "/path/to/acp-server/.venv/bin/acp-server", "--agent", "echo" },
-            demo = {
               "/path/to/acp-server/.venv/bin/acp-server",
               "--agent",
               "scripted",
               "--script",
               "/path/to/acp-server/examples/demo-script.json",
+            },
+            echo = { "/path/to/acp-server/.venv/bin/acp-server", "--agent", "echo" },
+            openai = {
+              "/path/to/acp-server/.venv/bin/acp-server",
+              "--agent",
+              "openai",
+              "--model",
+              "qwen2.5-coder:7b",
             },
           },
           -- Added to Neovim's environment for the server process, whichever command runs, so

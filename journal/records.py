@@ -18,7 +18,8 @@ from adapters.events import RuntimeEvent
 from journal.states import RunState
 
 SESSION_COLUMNS = (
-    "id, cwd, title, adapter, mode, config_json, permissions_json, additional_dirs_json, created_at, updated_at"
+    "id, cwd, title, adapter, mode, config_json, permissions_json, additional_dirs_json, created_at, updated_at, "
+    "launch_json"
 )
 RUN_COLUMNS = "id, session_id, seq_no, status, stop_reason, error, started_at, ended_at, last_seq, owner_pid"
 
@@ -37,6 +38,7 @@ class SessionRecord:
     additional_dirs: tuple[str, ...] = ()
     created_at: float = 0.0
     updated_at: float = 0.0
+    launch: dict[str, Any] = field(default_factory=dict[str, Any])  # the agent's name and settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,7 @@ def session_params(rec: SessionRecord) -> tuple[Any, ...]:
         json.dumps(list(rec.additional_dirs)),
         rec.created_at,
         rec.updated_at,
+        json.dumps(rec.launch),
     )
 
 
@@ -113,6 +116,7 @@ def session_from_row(row: sqlite3.Row | tuple[Any, ...]) -> SessionRecord:
         additional_dirs=tuple(json.loads(row[7])),
         created_at=row[8],
         updated_at=row[9],
+        launch=json.loads(row[10]),
     )
 
 

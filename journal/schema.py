@@ -74,7 +74,11 @@ _V2 = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+# How the session's agent was started (`--agent` and its settings), so that a later `prompt
+# --session` continues it with the same agent.
+_V3 = ("ALTER TABLE sessions ADD COLUMN launch_json TEXT NOT NULL DEFAULT '{}'",)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

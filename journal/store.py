@@ -76,6 +76,7 @@ def _redacted_session(rec: SessionRecord) -> SessionRecord:
         config=redact(rec.config),
         permissions=redact(rec.permissions),
         additional_dirs=tuple(redact_text(path) for path in rec.additional_dirs),
+        launch=redact(rec.launch),
     )
 
 
@@ -303,6 +304,12 @@ class Journal:
         await self._sync()
         rows = await self._fetch(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))  # noqa: S608
         return run_from_row(rows[0]) if rows else None
+
+    async def run_ids_starting(self, prefix: str, *, limit: int) -> list[str]:
+        """The ids of up to `limit` runs that start with `prefix`, in order."""
+        await self._sync()
+        sql = "SELECT id FROM runs WHERE substr(id, 1, ?) = ? ORDER BY id LIMIT ?"
+        return [row[0] for row in await self._fetch(sql, (len(prefix), prefix, limit))]
 
     # --- events ---------------------------------------------------------------------------
 

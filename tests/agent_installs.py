@@ -65,6 +65,19 @@ def executable(name: str) -> Path:
     raise InstallError(f"no such agent: {name}")
 
 
+def installed(name: str) -> bool:
+    """Whether the agent's install for its current lock is finished in the cache (nothing is
+    run or fetched to find out)."""
+    marker = ".acp-server-installed"
+    if name in NODE_AGENTS:
+        files = (LOCKS / "package.json", LOCKS / "package-lock.json")
+        return (cache_root() / f"agents-npm-{_digest(*files)}" / marker).exists()
+    if name in PYTHON_AGENTS:
+        digest = _digest(LOCKS / PYTHON_AGENTS[name].requirements)
+        return bool(glob.glob(str(cache_root() / f"agents-{name}-py*-{digest}" / marker)))
+    return False
+
+
 def _digest(*files: Path) -> str:
     return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
 

@@ -22,14 +22,14 @@ import fake_anthropic
 import fake_gemini
 import fake_openai
 import fake_responses
-from agent_installs import NODE_AGENTS, InstallError, executable
+from agent_installs import NODE_AGENTS, InstallError, cache_root, executable, installed
 from fake_anthropic import FakeAnthropic
 from fake_endpoint import FakeEndpoint, Stream
 from fake_gemini import FakeGemini
 from fake_openai import FakeOpenAI
 from fake_responses import FakeResponses
 from hermes_home import make_home
-from installs import unavailable
+from installs import may_download, unavailable
 
 HELLO = "hello\n"  # what every agent's scripted tool call writes to hello.txt
 FAST_AGENT_MODEL = "generic.fake-model"
@@ -143,8 +143,16 @@ def hermes(root: Path, base_url: str) -> Launch:
     return Launch([str(require("hermes")), "acp"], env, work_dir(root))
 
 
+# What installing them all costs (measured on a fresh cache): the npm agents 405 MB (Node.js >= 20),
+# fast-agent with a Python 3.12 340 MB, Hermes 229 MB.
+SIZES = "the real agents take about 1 GB"
+
+
 def require(name: str) -> Path:
-    """The agent's executable, installed on first use; skips with the reason (fails in CI)."""
+    """The agent's executable, installed on first use under CI or when opted in (the real
+    agents take about 1 GB); skips with the reason (fails in CI)."""
+    if not installed(name):
+        may_download(f"the real agent {name} ({SIZES} under {cache_root()})")
     try:
         return executable(name)
     except InstallError as exc:

@@ -3,6 +3,7 @@ never meet: a journal, runtime, data and config directory of its own. And the su
 setup: the project's bytecode, compiled once before the workers start."""
 
 import compileall
+import logging
 import os
 import shutil
 import sys
@@ -34,7 +35,31 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _unhook_hermes_logs()
     shutil.rmtree(IMPORT_HERMES_HOME, ignore_errors=True)
+
+
+def _unhook_hermes_logs() -> None:
+    """Hermes' log files live in the home removed above: a record logged after that (at exit)
+    would print a `--- Logging error --- FileNotFoundError` traceback for each. Its handlers are
+    taken off the loggers and its queue's listener stopped first."""
+    hermes_logging = sys.modules.get("hermes_logging")
+    if hermes_logging is None:
+        return
+    queue = getattr(hermes_logging, "_log_queue", None)
+    loggers = [
+        logging.getLogger(),
+        *(x for x in logging.Logger.manager.loggerDict.values() if isinstance(x, logging.Logger)),
+    ]
+    for logger in loggers:
+        for handler in list(logger.handlers):
+            target = getattr(handler, "baseFilename", None)
+            ours = isinstance(target, str) and target.startswith(IMPORT_HERMES_HOME)
+            if ours or (queue is not None and getattr(handler, "queue", None) is queue):
+                logger.removeHandler(handler)
+    stop = getattr(hermes_logging, "_stop_queue_listener", None)
+    if callable(stop):
+        stop()
 
 
 @pytest.fixture(autouse=True)

@@ -4,6 +4,10 @@ Node.js packages come from tests/clients (package.json, pinned by package-lock.j
 `npm ci`, run here when what is installed differs from the lockfile. Without Node/npm or a
 reachable registry a test skips with the reason; under CI (`CI` set to a true value) it fails
 instead, except when .ci/run could not install Node.js and says why in `ACP_TEST_NO_NODE`.
+
+Nothing is downloaded for a test outside CI unless `ACP_TEST_DOWNLOADS=1` says so: a newcomer's
+`pytest` fetches nothing beyond the Python test dependencies, and a test whose client or agent
+is not there yet skips, saying how to opt in (`may_download`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,14 @@ from install_lock import install_lock
 CLIENTS = Path(__file__).resolve().parent / "clients"
 IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 NPM_TIMEOUT = 300  # seconds for `npm ci`; it normally takes a few
+OPT_IN = "ACP_TEST_DOWNLOADS"
+DOWNLOADS_ALLOWED = IN_CI or os.environ.get(OPT_IN, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def may_download(what: str) -> None:
+    """Go on when the suite may download `what` (under CI, or opted in); else skip, saying how."""
+    if not DOWNLOADS_ALLOWED:
+        pytest.skip(f"{what} is not installed; set {OPT_IN}=1 to let the tests download it (CI does)")
 
 
 def unavailable(reason: str, *, node: bool = False) -> NoReturn:
@@ -58,6 +70,7 @@ def node_packages(*packages: str) -> str:
     if not major.startswith("v") or int(major[1:].split(".")[0]) < 18:
         unavailable(f"Node.js {major or '?'} is too old: {', '.join(packages)} need node >= 18", node=True)
     if _missing(packages):
+        may_download(f"{', '.join(packages)} (tests/clients, npm ci)")
         if npm is None:
             unavailable("npm is not installed: cannot install tests/clients' dependencies (npm ci)", node=True)
         with install_lock("npm"):

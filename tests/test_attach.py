@@ -118,6 +118,30 @@ def test_prompt_session_continues_a_stored_session_by_a_prefix_without_showing_i
     assert acp(tmp_path, "sessions", *env).stdout.count("sess_") == 1
 
 
+def test_prompt_session_continues_with_the_agent_and_script_the_session_was_made_with(tmp_path, env):
+    acp(tmp_path, "prompt", *env, "hello")
+    sid = json.loads(acp(tmp_path, "sessions", *env, "--json").stdout)["sessionId"]
+    db = env[env.index("--db") + 1]
+    elsewhere = tmp_path / "elsewhere"  # the script's path was relative to nothing here
+    elsewhere.mkdir()
+    again = acp(elsewhere, "prompt", "--db", db, "--session", sid, "once more")
+    assert (again.returncode, again.stdout) == (0, "short reply\n"), again.stderr
+    assert acp(tmp_path, "show", *env, sid).stdout == "> hello\nshort reply\n> once more\nshort reply\n"
+
+
+def test_prompt_session_refuses_another_agent_named_outright_with_one_line_naming_the_sessions(tmp_path, env):
+    acp(tmp_path, "prompt", *env, "hello")
+    sid = json.loads(acp(tmp_path, "sessions", *env, "--json").stdout)["sessionId"]
+    db = env[env.index("--db") + 1]
+    other = acp(tmp_path, "prompt", "--db", db, "--agent", "echo", "--session", sid, "hi")
+    assert other.returncode == 2
+    assert other.stderr == (
+        f"error: session {sid} is continued by its own agent, 'scripted', not 'echo': "
+        "leave --agent out (or start a new session)\n"
+    )
+    assert acp(tmp_path, "show", *env, sid).stdout == "> hello\nshort reply\n"  # nothing sent
+
+
 def test_prompt_session_names_what_is_wrong_before_starting_anything(tmp_path, env):
     acp(tmp_path, "prompt", *env, "hello")
     unknown = acp(tmp_path, "prompt", *env, "--session", "nosuch", "hi")
@@ -175,6 +199,16 @@ def test_attach_through_the_runner_shows_the_turn_from_its_start_answers_its_que
     withdrawn = frames_until(editor, lambda f: f.get("method") == "$/cancel_request")[-1]
     assert withdrawn["params"] == {"requestId": asked["id"]}
     assert run_states(tmp_path) == ["completed"]
+
+
+def test_attach_without_a_terminal_names_itself_when_nobody_can_answer_a_question(tmp_path, env):
+    editor = Front(*env, cwd=str(tmp_path))
+    sid, _ = start_turn(editor, tmp_path, "gate")
+    frames_until(editor, is_permission)
+
+    done = acp(tmp_path, "attach", *env, sid)
+    assert "nobody could be asked: acp-server attach has no terminal; run it with --allow or --deny" in done.stderr
+    assert "acp-server prompt" not in done.stderr
 
 
 def test_ctrl_c_stops_watching_through_the_runner_and_the_turn_goes_on(tmp_path, env):

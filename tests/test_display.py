@@ -71,3 +71,23 @@ def test_streamed_text_thoughts_and_tool_calls_each_start_where_they_should():
         "(thinking) hmm\nHello\n[tool] Read (read) pending\n    line\n[tool] Read -> completed\n"
         "[usage] 50/200 tokens (25.0%), cost 0.1 USD\n"
     )
+
+
+def test_a_writes_diff_is_shown_once_though_the_question_and_the_completed_update_both_carry_it():
+    diff = {"type": "diff", "path": "/w/a.txt", "oldText": None, "newText": "hello\n"}
+    other = {"type": "diff", "path": "/w/a.txt", "oldText": "hello\n", "newText": "bye\n"}
+    text = shown(
+        {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Write a.txt", "kind": "edit", "status": "pending"},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "content": [diff]},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "in_progress"},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed", "content": [diff]},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t2", "title": "Write again", "content": [diff, other]},
+    )
+    assert text == (
+        "[tool] Write a.txt (edit) pending\n"
+        "[tool] Write a.txt\n    --- /dev/null\n    +++ /w/a.txt\n    @@ -0,0 +1 @@\n    +hello\n"
+        "[tool] Write a.txt -> in_progress\n"
+        "[tool] Write a.txt -> completed\n"
+        "[tool] Write again\n    --- /dev/null\n    +++ /w/a.txt\n    @@ -0,0 +1 @@\n    +hello\n"
+        "    --- /w/a.txt\n    +++ /w/a.txt\n    @@ -1 +1 @@\n    -hello\n    +bye\n"
+    )

@@ -282,3 +282,46 @@ def test_the_readme_names_every_configuration_file():
     readme = (CONFIGS / "README.md").read_text()
     files = [p.name for p in CONFIGS.iterdir() if p.name != "README.md"]
     assert files and all(f"`{name}`" in readme for name in files), files
+
+
+# --- the files agree with each other and with the docs ---------------------------------------
+
+JSON_FILES = ("zed-settings.json", "jetbrains-acp.json", "vscode-settings.json")
+NEEDS_NOTHING = ({"echo"}, {"scripted"})  # agents that run with nothing installed
+
+
+def entries(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The file's entries in order, without Zed's `type` (the only key the others have not)."""
+    document = json.loads(path.read_text())
+    table = document.get("agent_servers") or document.get("acp.agents")
+    return [(name, {k: v for k, v in entry.items() if k != "type"}) for name, entry in table.items()]
+
+
+def test_every_editor_file_has_the_same_entries_in_the_same_order_the_first_needing_nothing():
+    first, *others = [entries(CONFIGS / name) for name in JSON_FILES]
+    for name, other in zip(JSON_FILES[1:], others, strict=True):
+        assert other == first, f"{name} differs from {JSON_FILES[0]}"
+    assert first[0][1]["args"][:2] == ["--agent", "scripted"] and first[1][1]["args"] == ["--agent", "echo"]
+    assert first[0][1]["env"] == first[1][1]["env"] == {}
+    lua = [launch.args for launch in SNIPPETS if launch.source.startswith("codecompanion.lua")]
+    elisp = [launch.args for launch in SNIPPETS if launch.source.startswith("agent-shell.el")]
+    openai = (*first[2][1]["args"], "--model", first[2][1]["env"]["ACP_SERVER_MODEL"])
+    assert lua == [tuple(first[0][1]["args"]), tuple(first[1][1]["args"]), openai]
+    assert elisp == lua
+
+
+def test_the_editors_page_shows_what_the_files_hold():
+    page = EDITORS_PAGE.read_text()
+    blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", page, re.S)]
+    files = {"zed": entries(CONFIGS / "zed-settings.json"), "jetbrains": entries(CONFIGS / "jetbrains-acp.json")}
+    assert len(blocks) == 2
+    for block, (editor, held) in zip(blocks, files.items(), strict=True):
+        shown = [
+            (name, {k: v for k, v in entry.items() if k != "type"}) for name, entry in block["agent_servers"].items()
+        ]
+        assert shown == held[: len(shown)], f"the {editor} snippet of docs/editors.md is not how the file begins"
+    zed = json.loads((CONFIGS / "zed-settings.json").read_text())["agent_servers"]
+    assert all(entry["type"] == "custom" for entry in [*zed.values(), *blocks[0]["agent_servers"].values()])
+    named = re.findall(r"^\| `(acp-server \([^`]*\))`(?:, `\(([^`]*)\)`)? \|", page, re.M)
+    table = [name for pair in named for name in (pair[0], f"acp-server ({pair[1]})" if pair[1] else None) if name]
+    assert table == [name for name, _ in files["zed"]], "the table of docs/editors.md lists other entries"

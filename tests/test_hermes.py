@@ -332,7 +332,7 @@ def test_without_the_extra_the_server_fails_at_start_with_one_line_saying_what_t
     assert done.returncode == 2 and done.stdout == ""
     message = done.stderr.strip().splitlines()[-1]
     install = "pip install -e '.[hermes]'" if where == "the clone" else f"pip install -e '{ROOT}[hermes]'"
-    assert "hermes-agent" in message and message.endswith(f"({install})"), done.stderr
+    assert "hermes-agent" in message and message.endswith(f"({install}) (see acp-server --help)"), done.stderr
 
 
 def test_open_session_builds_the_agent_once_and_the_first_prompt_uses_it(fake, workspace, monkeypatch):

@@ -97,8 +97,8 @@ def test_runs_events_and_export_show_the_raw_journal_without_secrets(journal_wit
     assert b"REDACTED" in raw
 
 
-def test_an_unknown_session_or_run_is_a_clear_error(tmp_path):
-    db = str(tmp_path / "journal.db")
+def test_an_unknown_session_or_run_is_a_clear_error(journal_with_a_session, tmp_path):
+    db, _session = journal_with_a_session
     for command in ("show", "runs", "export"):
         done = acp(command, "sess_missing", "--db", db, cwd=tmp_path)
         assert done.returncode == 1
@@ -157,12 +157,48 @@ def test_sessions_prints_a_header_then_the_agent_the_last_runs_outcome_and_the_t
     assert [entry["lastRun"] for entry in listed.values()] == ["completed", "completed"]
 
 
-def test_sessions_on_an_empty_journal_prints_nothing_and_says_so_on_stderr(tmp_path):
+def test_sessions_on_a_journal_not_made_yet_prints_nothing_and_says_so_on_stderr(tmp_path):
     db = str(tmp_path / "empty.db")
     done = acp("sessions", "--db", db, cwd=tmp_path)
 
     assert (done.returncode, done.stdout) == (0, "")
-    assert done.stderr == f"no sessions in the journal {db}\n"
+    assert done.stderr == (
+        f"no sessions: no journal at {db} (check --db; a server creates it with its first session)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "command", [("sessions",), ("show", "sess_x"), ("runs",), ("events", "run_x"), ("export", "x")]
+)
+def test_a_read_command_at_a_mistyped_db_creates_nothing(tmp_path, command):
+    db = tmp_path / "mistyped" / "jornal.db"
+    done = acp(*command, "--db", str(db), cwd=tmp_path)
+
+    assert not (tmp_path / "mistyped").exists()
+    assert done.stderr.count("\n") == 1 and f"no journal at {db} (check --db;" in done.stderr
+    assert done.returncode == (0 if command == ("sessions",) else 1)
+
+
+def test_events_takes_any_unique_prefix_of_a_run_id(two_sessions):
+    db, here, older, _newer = two_sessions
+    [line] = acp("runs", older, "--db", db, cwd=here).stdout.splitlines()
+    run_id = line.split()[0]
+    full = acp("events", run_id, "--db", db, cwd=here)
+    assert full.returncode == 0 and full.stdout, full.stderr
+    for prefix in (run_id[:12], run_id.removeprefix("run_")[:8]):
+        done = acp("events", prefix, "--db", db, cwd=here)
+        assert (done.returncode, done.stdout) == (0, full.stdout), done.stderr
+    several = acp("events", "run_", "--db", db, cwd=here)
+    assert several.returncode == 1 and several.stderr.startswith("error: 'run_' is the start of several runs: ")
+
+
+@pytest.mark.parametrize("command", ["sessions", "show", "runs", "events", "export"])
+def test_a_journal_commands_help_shows_its_own_options_and_where_the_servers_are(tmp_path, command):
+    done = acp(command, "--help", cwd=tmp_path)
+    assert done.returncode == 0
+    assert "--db" in done.stdout and "--agent" not in done.stdout and "--max-workers" not in done.stdout
+    assert "acp-server --help lists them" in " ".join(done.stdout.split())
+    assert len(done.stdout.splitlines()) < 30
 
 
 @pytest.mark.parametrize("command", ["show", "runs", "export"])
@@ -200,7 +236,7 @@ def test_runs_without_a_session_shows_the_latest_session(two_sessions):
     assert latest.returncode == 0, latest.stderr
     assert latest.stdout == acp("runs", newer, "--db", db, cwd=here).stdout
     assert latest.stderr == f"runs of the latest session, {newer} (second one)\n"
-    assert acp("runs", "--db", str(here / "empty.db"), cwd=here).stderr.startswith("error: no sessions in")
+    assert acp("runs", "--db", str(here / "empty.db"), cwd=here).stderr.startswith("error: no journal at")
 
 
 def test_export_writes_the_session_its_runs_and_every_event_envelope_as_the_docs_say(two_sessions):

@@ -268,8 +268,8 @@ def test_a_server_that_cannot_start_exits_two_with_a_clear_message(tmp_path: Pat
     result = prompt(tmp_path, "--agent", "nosuch", "hello")
 
     assert result.returncode == 2
-    assert "unknown agent 'nosuch'" in result.stderr
-    assert "error: the ACP server did not start" in result.stderr
+    assert result.stderr.startswith("acp-server: error: unknown agent 'nosuch'")
+    assert result.stderr.endswith(" (see acp-server --help)\n") and result.stderr.count("\n") == 1
 
 
 def test_ctrl_c_during_a_turn_cancels_it_and_exits_130(tmp_path: Path) -> None:

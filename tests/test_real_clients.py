@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 from install_lock import install_lock
-from installs import CLIENTS, locked_version, node_packages, unavailable
+from installs import CLIENTS, locked_version, may_download, node_packages, unavailable
 
 TS_CLIENT = CLIENTS / "ts-client.mjs"
 PY_CLIENT = CLIENTS / "py_sdk_client.py"
@@ -161,6 +161,8 @@ def py_sdk_client() -> list[str]:
     home = _cache_dir() / f"py-sdk-{PY_SDK_VERSION}-py{sys.version_info.major}.{sys.version_info.minor}"
     python = home / "bin" / "python"
     marker = home / ".installed"
+    if not marker.exists():
+        may_download(f"{PY_SDK} {PY_SDK_VERSION} (a venv of its own)")
     with install_lock("py-sdk"):
         if not marker.exists():
             shutil.rmtree(home, ignore_errors=True)

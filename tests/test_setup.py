@@ -171,6 +171,7 @@ def test_an_endpoint_that_does_not_answer_is_asked_again_and_ctrl_d_saves_nothin
     os.write(terminal.master, b"\x04")  # Ctrl-D
     assert terminal.finish() == 1
     assert f"The endpoint did not answer: Cannot reach the model endpoint {gone}" in shown
+    assert "Set OPENAI_BASE_URL" not in shown  # it is being set here: the question comes again
     assert "Nothing saved." in terminal.seen.decode()
     assert not config_file(home).exists()
 

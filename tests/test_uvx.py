@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, reply
+from installs import DOWNLOADS_ALLOWED, OPT_IN
 from schema_check import check_agent_frame
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,9 +26,15 @@ TIMEOUT = 600  # the first run fills uv's cache from PyPI
 SEARCH = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 UV, UVX = shutil.which("uv", path=SEARCH), shutil.which("uvx", path=SEARCH)
 
-pytestmark = pytest.mark.skipif(
-    UVX is None and not os.environ.get("CI"), reason="uv is not installed (pip install -e '.[test]' brings it)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        UVX is None and not os.environ.get("CI"), reason="uv is not installed (pip install -e '.[test]' brings it)"
+    ),
+    # uvx fills its cache with acp-server's dependencies from PyPI (about 50 MB) on a first run.
+    pytest.mark.skipif(
+        not DOWNLOADS_ALLOWED, reason=f"uvx downloads acp-server's dependencies; set {OPT_IN}=1 (CI does)"
+    ),
+]
 
 
 @pytest.fixture(scope="module")

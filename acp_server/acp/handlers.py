@@ -118,7 +118,11 @@ class AcpAgent:
         self.journal = journal
         # A runner shares `sessions` between its connections, and turns talk through `outbound`
         # (the session's current editor) rather than through the connection they started on.
-        self.sessions = sessions if sessions is not None else SessionStore(journal, adapter_name=adapter.name)
+        self.sessions = (
+            sessions
+            if sessions is not None
+            else SessionStore(journal, adapter_name=adapter.name, launch=self.options.launch)
+        )
         self.client = ClientCapabilities()
         self.peer = peer if peer is not None else Peer(sequential=SEQUENTIAL)
         self._initialized = False

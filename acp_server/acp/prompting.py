@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -62,6 +62,8 @@ class AgentOptions:
     cancel_grace: float = 1.0
     terminal: TerminalChoice = "auto"  # where commands run: the editor's terminal or locally
     haui: bool = True  # draw HAUI fences as Markdown (`--haui`); a session may turn it off
+    # `--agent` and its settings, kept with each new session for `prompt --session` to continue it
+    launch: Mapping[str, Any] = field(default_factory=dict[str, Any])
 
 
 class _Notes(SessionNotes):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,9 +50,10 @@ def not_found(session_id: str) -> RpcError:
 
 
 class SessionStore:
-    def __init__(self, journal: Journal | None, *, adapter_name: str) -> None:
+    def __init__(self, journal: Journal | None, *, adapter_name: str, launch: Mapping[str, Any] | None = None) -> None:
         self.journal = journal
         self._adapter_name = adapter_name
+        self._launch = dict(launch or {})
         self._live: dict[str, Session] = {}
 
     async def create(
@@ -65,6 +67,7 @@ class SessionStore:
                     id=session.id,
                     cwd=cwd,
                     adapter=self._adapter_name,
+                    launch=self._launch,
                     additional_dirs=additional_directories,
                     created_at=now,
                     updated_at=now,

@@ -49,7 +49,7 @@ STOP_REASONS: dict[str, tuple[int, str | None]] = {
     "cancelled": (EXIT_INTERRUPTED, "the turn was cancelled"),
 }
 CANCELLED_OUTCOME = {"outcome": {"outcome": "cancelled"}}
-NOBODY_TO_ASK = "nobody could be asked: acp-server prompt has no terminal; run it with --allow or --deny"
+NOBODY_TO_ASK = "nobody could be asked: acp-server {command} has no terminal; run it with --allow or --deny"
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 A = TypeVar("A", bound=WireModel)
@@ -208,9 +208,10 @@ class Client:
                 self._terminal = Terminal.open()
             if self._terminal is None:
                 self.display.finish()
-                warn(f"{question(title, kind)}: {NOBODY_TO_ASK}")
+                nobody = NOBODY_TO_ASK.format(command=getattr(self.args, "command", None) or "prompt")
+                warn(f"{question(title, kind)}: {nobody}")
                 # An error answer, not "reject": the tool's result must not say the user refused.
-                raise RpcError(INTERNAL_ERROR, NOBODY_TO_ASK)
+                raise RpcError(INTERNAL_ERROR, nobody)
             self.display.finish()
             with anyio.CancelScope() as scope:
                 self._asks.add(scope)

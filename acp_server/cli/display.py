@@ -35,6 +35,7 @@ class Display:
         self._at_line_start = True
         self._thinking = False
         self._titles: dict[str, str] = {}
+        self._diffs: set[tuple[str, str]] = set()  # (tool call, diff) shown: an update repeats its content
 
     def show(self, params: dict[str, Any]) -> None:
         try:
@@ -84,7 +85,7 @@ class Display:
             case "tool_call":
                 kind, status = update.get("kind", "other"), update.get("status", "pending")
                 self._line(f"[tool] {self.tool_title(update)} ({kind}) {status}")
-                self._tool_content(update.get("content"))
+                self._tool_content(update.get("content"), str(update.get("toolCallId")))
             case "tool_call_update":
                 self._tool_update(update)
             case "plan":
@@ -127,14 +128,17 @@ class Display:
         if status is None and not content:
             return
         self._line(f"[tool] {title} -> {status}" if status else f"[tool] {title}")
-        self._tool_content(content)
+        self._tool_content(content, str(update.get("toolCallId")))
 
-    def _tool_content(self, content: Any) -> None:
+    def _tool_content(self, content: Any, tool_id: str) -> None:
         for item in _objects(content):
             if item.get("type") == "content":
                 self._indented(_block_text(item.get("content")))
             elif item.get("type") == "diff":
-                self._indented(_unified_diff(item))
+                diff = _unified_diff(item)
+                if (tool_id, diff) not in self._diffs:  # the question showed it; "completed" repeats it
+                    self._diffs.add((tool_id, diff))
+                    self._indented(diff)
             elif item.get("type") == "terminal":
                 self._line(f"    [terminal {item.get('terminalId')}]")
 

@@ -2,8 +2,11 @@
 for the selected agent and where each came from (flag, environment, config file, default).
 
 Each agent is loaded and checked in its own daemon thread, so a check that hangs shows as
-"timed out" instead of holding the command. The exit status is 1 only when the agent the
-current settings select is unhealthy.
+"timed out" instead of holding the command. The selected agent, when it is an ACP agent below
+(claude, codex, ...), is started until it answers `initialize`, within the runtime's own
+deadline: a program that is there but will not run (npx offline) says why and how to install it.
+The other ACP agents are only looked for ("found"): starting them could fetch packages or make
+their homes. The exit status is 1 only when the agent the current settings select is unhealthy.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from acp_server.cli.settings import SERVER_OPTIONS, add_server_options, agent_settings, env_name
-from adapters.base import Health, health_of
+from adapters.base import Health, RuntimeAdapter, health_of
 from adapters.printable import printable
 from adapters.registry import agent_specs, create_adapter
 
@@ -41,18 +44,21 @@ class Row:
 class Check:
     """Builds one agent and asks its health in a daemon thread."""
 
-    def __init__(self, name: str, settings: Mapping[str, Any]) -> None:
+    def __init__(self, name: str, settings: Mapping[str, Any], *, selected: bool = False) -> None:
         self.name = name
         self._settings = settings
+        self._selected = selected
         self._loaded = threading.Event()
         self._checked = threading.Event()
         self._check_started = 0.0
+        self._budget = HEALTH_BUDGET
         self._row: Row | None = None
         threading.Thread(target=self._work, name=f"doctor-{name}", daemon=True).start()
 
     def _work(self) -> None:
         try:
             adapter = create_adapter(self.name, **self._settings)
+            self._budget = _budget(adapter) if self._selected else HEALTH_BUDGET
         except Exception as exc:
             self._row = Row(self.name, "unavailable", _text(exc))
             self._checked.set()
@@ -61,9 +67,12 @@ class Check:
             self._check_started = time.monotonic()
             self._loaded.set()
         try:
-            health = health_of(adapter)
+            health = _health(adapter) if self._selected else health_of(adapter)
             detail = " ".join(health.detail.split())
-            self._row = Row(self.name, "ok" if health.ok else "unhealthy", detail, health)
+            status = "ok" if health.ok else "unhealthy"
+            if health.ok and not self._selected and _started_by_doctor(adapter):
+                status, detail = "found", f"{detail}; not started here (doctor --agent {self.name} starts it)"
+            self._row = Row(self.name, status, detail, health)
         except Exception as exc:
             self._row = Row(self.name, "unhealthy", f"health() raised {_text(exc)}")
         finally:
@@ -72,10 +81,30 @@ class Check:
     def row(self, loading_deadline: float) -> Row:
         if not self._loaded.wait(max(0.0, loading_deadline - time.monotonic())):
             return Row(self.name, "timed out", f"loading took over {LOAD_BUDGET:g} s")
-        if not self._checked.wait(max(0.0, self._check_started + HEALTH_BUDGET - time.monotonic())):
-            return Row(self.name, "timed out", f"health() did not answer within {HEALTH_BUDGET:g} s")
+        if not self._checked.wait(max(0.0, self._check_started + self._budget - time.monotonic())):
+            return Row(self.name, "timed out", f"health() did not answer within {self._budget:g} s")
         assert self._row is not None
         return self._row
+
+
+def _budget(adapter: object) -> float:
+    """The time a check gets: an ACP agent below is started, with its own start deadline."""
+    from acp_server.downstream.runtime import START_CHECK, AcpRuntime
+
+    return START_CHECK + HEALTH_BUDGET if isinstance(adapter, AcpRuntime) else HEALTH_BUDGET
+
+
+def _started_by_doctor(adapter: object) -> bool:
+    from acp_server.downstream.runtime import AcpRuntime
+
+    return isinstance(adapter, AcpRuntime)
+
+
+def _health(adapter: RuntimeAdapter) -> Health:
+    """health(), or for an ACP agent below, its start: a program that is there may not run."""
+    from acp_server.downstream.runtime import AcpRuntime
+
+    return adapter.start_check() if isinstance(adapter, AcpRuntime) else health_of(adapter)
 
 
 def check_agents(selected: str, settings: Mapping[str, Any]) -> list[Row]:
@@ -83,7 +112,7 @@ def check_agents(selected: str, settings: Mapping[str, Any]) -> list[Row]:
     names = [spec.name for spec in agent_specs()]
     if selected not in names:
         names.append(selected)
-    checks = [Check(name, settings if name == selected else {}) for name in names]
+    checks = [Check(name, settings, selected=True) if name == selected else Check(name, {}) for name in names]
     deadline = time.monotonic() + LOAD_BUDGET
     return [check.row(deadline) for check in checks]
 
@@ -122,7 +151,7 @@ def settings_in_effect(args: argparse.Namespace, argv: Sequence[str], row: Row) 
 def run_doctor(args: argparse.Namespace, argv: Sequence[str]) -> int:
     rows = check_agents(args.agent, agent_settings(args))
     selected = next(row for row in rows if row.name == args.agent)
-    print(f"Agents (health checks get {HEALTH_BUDGET:g} s each; > marks the selected one)")
+    print(f"Agents (health checks get {HEALTH_BUDGET:g} s each, a selected ACP agent is started; > marks it)")
     print(
         _table(
             ("AGENT", "STATUS", "DETAIL"),

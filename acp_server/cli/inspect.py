@@ -32,6 +32,7 @@ EXIT_NOT_FOUND = 1
 # discards what is left, and so `set -o pipefail` scripts go on).
 EXIT_READER_GONE = 0
 SESSION_ID_PREFIX = "sess_"  # may be left out of a prefix
+RUN_ID_PREFIX = "run_"  # likewise
 CANDIDATES_SHOWN = 5  # of an ambiguous prefix's matches
 PAGE = 200
 SESSIONS_HEADER = ("SESSION", "UPDATED", "AGENT", "LAST RUN", "TITLE [CWD]")
@@ -47,7 +48,7 @@ def add_commands(commands: Any) -> None:
         parser = commands.add_parser(name, help=help, description=help)
         # The server's options, `--db` among them, without defaults of their own: one given
         # before the command keeps its value unless given again after it.
-        add_server_options(parser, defaults=False)
+        add_server_options(parser, defaults=False, shown=frozenset({"--db"}))
         return parser
 
     session = "a session id, or any unique prefix of one (with or without sess_)"
@@ -58,7 +59,7 @@ def add_commands(commands: Any) -> None:
     runs = command("runs", "list a session's runs (turns) and how each ended")
     runs.add_argument("session", nargs="?", help=f"{session} (default: the latest session)")
     events = command("events", "print a run's raw event envelopes")
-    events.add_argument("run")
+    events.add_argument("run", help="a run id, or any unique prefix of one (with or without run_)")
     events.add_argument("--after", type=int, default=None, help="only events after this seq")
     events.add_argument("--json", action="store_true", help="JSON lines (the default is a compact table)")
     export = command("export", "print a whole session (metadata, runs, events) as one JSON document")
@@ -79,8 +80,17 @@ def run_inspect_command(args: argparse.Namespace) -> int:
 
     from journal.store import Journal, default_path
 
+    path = args.db or str(default_path())
+    if not os.path.exists(path):  # a reader creates nothing, least of all at a mistyped --db
+        where = f"no journal at {os.path.abspath(path)} (check --db; a server creates it with its first session)"
+        if args.command == "sessions":
+            _warn(f"no sessions: {where}")
+            return 0
+        _warn(f"error: {where}")
+        return EXIT_NOT_FOUND
+
     async def main() -> int:
-        journal = await Journal.open(args.db or default_path())
+        journal = await Journal.open(path)
         try:
             return await commands[args.command](journal, args)
         except NotFoundError as exc:
@@ -122,6 +132,24 @@ async def find_session(journal: Journal, ident: str | None) -> SessionRecord:
     shown = ", ".join(record.id for record in matches[:CANDIDATES_SHOWN])
     more = f" and {len(matches) - CANDIDATES_SHOWN} more" if len(matches) > CANDIDATES_SHOWN else ""
     raise NotFoundError(f"{ident!r} is the start of {len(matches)} sessions: {shown}{more}; give more of the id")
+
+
+async def find_run(journal: Journal, ident: str) -> str:
+    """The run `ident` names: its id, or a unique prefix of it (with or without run_)."""
+    if await journal.get_run(ident) is not None:
+        return ident
+    matches: list[str] = []
+    for prefix in dict.fromkeys((ident, RUN_ID_PREFIX + ident)):
+        matches += await journal.run_ids_starting(prefix, limit=CANDIDATES_SHOWN + 1)
+    matches = list(dict.fromkeys(matches))
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        where = f"in the journal {_shown(journal)} (acp-server runs SESSION lists them)"
+        raise NotFoundError(f"no run {ident!r} {where}")
+    shown = ", ".join(matches[:CANDIDATES_SHOWN])
+    more = " and more" if len(matches) > CANDIDATES_SHOWN else ""
+    raise NotFoundError(f"{ident!r} is the start of several runs: {shown}{more}; give more of the id")
 
 
 async def _sessions_starting(journal: Journal, prefix: str) -> AsyncIterator[SessionRecord]:
@@ -220,10 +248,8 @@ async def _origin(journal: Journal, run_id: str) -> str | None:
 
 
 async def _events(journal: Journal, args: argparse.Namespace) -> int:
-    if await journal.get_run(args.run) is None:
-        where = f"in the journal {_shown(journal)} (acp-server runs SESSION lists them)"
-        raise NotFoundError(f"no run {args.run!r} {where}")
-    async for record in journal.events(run_id=args.run, after=args.after):
+    run_id = await find_run(journal, args.run)
+    async for record in journal.events(run_id=run_id, after=args.after):
         if args.json:
             print(json.dumps(printable_json(_envelope(record)), ensure_ascii=False))
         else:

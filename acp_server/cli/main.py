@@ -11,13 +11,14 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from acp_server.cli.settings import (
     add_server_options,
     agent_settings,
     bare_switches,
     config_file_problem,
+    launch,
     split_agent_command,
 )
 
@@ -56,8 +57,17 @@ TERMINAL_HINT = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line that says where the help is, not after the whole usage block
+    (an editor shows the last lines of stderr; the block buries the error). Subcommands'
+    parsers are of this class too (argparse makes them of their parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="acp-server",
         description="An Agent Client Protocol (ACP v1) agent server. Editors launch it and speak "
         "JSON-RPC over stdin/stdout, one JSON object per line. Run without a command to serve.",
@@ -240,6 +250,15 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Se
         return run_login(args, getattr(args, "method", None) or os.environ.get(LOGIN_ENV))
     if args.command == "prompt":
         from acp_server.cli.prompt import run_prompt_command
+        from acp_server.cli.settings import flags_given
+        from adapters.registry import check_name
+
+        try:
+            check_name(args.agent)  # here, in one line, not from the server it would start
+        except ValueError as exc:
+            parser.error(str(exc))
+        # `--session` continues with the session's agent: what the command line said outright wins.
+        args.flags = flags_given(sys.argv[1:] if argv is None else argv, "prompt")
 
         return run_prompt_command(args)
     if args.command == "doctor":
@@ -342,6 +361,7 @@ def _build(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[R
         permission_timeout=args.permission_timeout,
         terminal=terminal,
         haui=args.haui == "on",
+        launch=launch(args),
     )
     return adapter, options
 

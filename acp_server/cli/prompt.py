@@ -12,7 +12,7 @@ import argparse
 import os
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -56,6 +56,7 @@ def run_prompt_command(args: argparse.Namespace) -> int:
 
         try:
             found = session_to_continue(args)
+            with_session_agent(args, found.session.id, found.session.launch)
         except SessionError as exc:
             warn(f"error: {exc}")
             return EXIT_STARTUP
@@ -72,6 +73,31 @@ def run_prompt_command(args: argparse.Namespace) -> int:
         if process.poll() is None:
             process.kill()
         return EXIT_INTERRUPTED
+
+
+def with_session_agent(args: argparse.Namespace, session_id: str, launch: dict[str, Any]) -> None:
+    """Continue the session with the agent and settings it was made with (kept in the journal),
+    where the command line does not say otherwise; another agent named outright is refused (it
+    would continue a conversation it never had). A session from before acp-server kept them
+    runs as the command line says."""
+    from acp_server.cli.sessions import SessionError
+
+    agent = launch.get("agent")
+    if not isinstance(agent, str):
+        return
+    given: set[str] = getattr(args, "flags", set())
+    if ("agent" in given or args.agent_command) and args.agent != agent:
+        raise SessionError(
+            f"session {session_id} is continued by its own agent, {agent!r}, not {args.agent!r}: "
+            "leave --agent out (or start a new session)"
+        )
+    args.agent = agent
+    for dest in ("script", "model", "base_url"):
+        if dest not in given and isinstance(launch.get(dest), str):
+            setattr(args, dest, launch[dest])
+    command = launch.get("command")
+    if not args.agent_command and isinstance(command, list):
+        args.agent_command = tuple(str(word) for word in cast(list[Any], command))
 
 
 async def _converse_with(args: argparse.Namespace, process: subprocess.Popen[bytes], found: Found | None) -> int:

@@ -157,6 +157,10 @@ def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, bui
         return 2
     adapter, options = build()
     place = place_for(runner_config(args))
+    from acp_server.cli.sweep import sweep
+    from acp_server.runner.paths import data_dir
+
+    sweep(logs=data_dir(), root=place.root, keep=place.key)
     os.chdir("/")  # hold no directory of the front's open
 
     def announce() -> None:
@@ -178,6 +182,7 @@ def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, bui
                 max_frame_bytes=args.max_frame_bytes,
                 trace=trace,
                 listen=address,
+                broken=lambda: _start_failed(adapter),
             )
             await runner.run(announce)
         finally:
@@ -189,6 +194,13 @@ def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, bui
         if trace is not None:
             trace.close()
     return 0
+
+
+def _start_failed(adapter: object) -> bool:
+    """Whether the runner's agent is an ACP agent below whose last start failed."""
+    from acp_server.downstream.runtime import AcpRuntime
+
+    return isinstance(adapter, AcpRuntime) and adapter.start_failure is not None
 
 
 def open_trace(path: str | None) -> Trace | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 ENV_PREFIX = "ACP_SERVER_"
 CONFIG_ENV = "ACP_SERVER_CONFIG"  # the config file's path (adapters/openai/config.py reads it)
@@ -18,9 +18,10 @@ SOURCES = (
     "else ~/.config/acp-server/config.toml (in $XDG_CONFIG_HOME when set). "
     "`acp-server doctor` shows each setting in effect and where it came from."
 )
+HIDDEN = "The other server options are taken too (as before the command); acp-server --help lists them."
 
 if TYPE_CHECKING:  # for the checker only: `--help` does not pay for building the class
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any, Required, TypedDict
 
     class OptionSpec(TypedDict, total=False):
@@ -232,11 +233,16 @@ def env_name(flag: str) -> str:
     return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
 
 
-def add_server_options(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
+def add_server_options(
+    parser: argparse.ArgumentParser, *, defaults: bool = True, shown: frozenset[str] | None = None
+) -> None:
     """Without `defaults`, an option left out keeps the value given before the subcommand.
-    The parser's help gets the agents' names (`HelpFormatter`) and where the endpoint comes from."""
+    The parser's help gets the agents' names (`HelpFormatter`) and where the endpoint comes from.
+    With `shown`, the help lists only those flags (a journal command takes the rest, and says
+    where they are listed), not all the server's."""
     parser.formatter_class = HelpFormatter
-    group = parser.add_argument_group("server options (each also settable as ACP_SERVER_<NAME>)", SOURCES)
+    title = "server options (each also settable as ACP_SERVER_<NAME>)"
+    group = parser.add_argument_group(title, SOURCES if shown is None else HIDDEN)
     for flag, spec in SERVER_OPTIONS:
         spec = spec.copy()
         env = os.environ.get(env_name(flag))
@@ -245,6 +251,8 @@ def add_server_options(parser: argparse.ArgumentParser, *, defaults: bool = True
         elif env is not None:
             spec["default"] = env  # argparse converts (and reports a bad value) like a flag's
         spec["help"] = f"{spec['help']} [env {env_name(flag)}]"
+        if shown is not None and flag not in shown:
+            spec["help"] = argparse.SUPPRESS
         group.add_argument(flag, **spec)
 
 
@@ -271,6 +279,29 @@ def split_agent_command(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
 def agent_command_args(args: argparse.Namespace) -> list[str]:
     command: tuple[str, ...] = getattr(args, "agent_command", ())
     return ["--", *command] if command else []
+
+
+def flags_given(argv: Sequence[str], command: str) -> set[str]:
+    """The server options given as flags (before or after `command`), by their dest names."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_server_options(parser, defaults=False)
+    commands = parser.add_subparsers(dest="command")
+    add_server_options(commands.add_parser(command, add_help=False), defaults=False)
+    given, _ = parser.parse_known_args(split_agent_command(list(argv))[0])
+    return set(vars(given)) - {"command"}
+
+
+def launch(args: argparse.Namespace) -> dict[str, object]:
+    """`--agent` and the settings given to it, as kept with each new session so that `prompt
+    --session` continues it with the same agent (a script file as an absolute path: the next
+    prompt may be run elsewhere)."""
+    settings = {key: value for key, value in agent_settings(args).items() if value is not None}
+    script = settings.get("script")
+    if isinstance(script, str) and os.path.isfile(script):
+        settings["script"] = os.path.abspath(script)
+    if "command" in settings:
+        settings["command"] = list(cast(tuple[str, ...], settings["command"]))
+    return {"agent": args.agent, **settings}
 
 
 def agent_settings(args: argparse.Namespace) -> dict[str, object]:

@@ -139,7 +139,7 @@ def _models(base_url: str, api_key: str | None) -> tuple[list[str], str | None]:
     from adapters.printable import printable
 
     print(f"Asking {base_url} for its models...")
-    endpoint = Endpoint(base_url, api_key, hint="the config file")
+    endpoint = Endpoint(base_url, api_key, hint=None)  # no "set OPENAI_BASE_URL": that is what setup does
     try:
         listed = endpoint.list_models(timeout=CHECK_TIMEOUT)
         return [printable(str(entry["id"]), one_line=True) for entry in listed], None

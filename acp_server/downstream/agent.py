@@ -12,6 +12,7 @@ says that the agent lost its memory of the earlier turns.
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -21,7 +22,7 @@ from anyio.abc import TaskGroup
 from acp_server.downstream import controls as wire_controls
 from acp_server.downstream.client import AgentClient, AgentInfo
 from acp_server.downstream.link import Answered, Inbox
-from acp_server.downstream.process import AgentProcess
+from acp_server.downstream.process import AgentProcess, cause
 from acp_server.downstream.quirks import AgentQuirks, as_installed, quirks_for
 from acp_server.downstream.sessions import AgentSession, SessionRoute
 from acp_server.protocol import methods
@@ -44,12 +45,18 @@ Json = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class AgentCommand:
-    """How to start the agent: acp-server's name for it (`acp`, a preset), its argv, and where
-    that came from (for `doctor`)."""
+    """How to start the agent: acp-server's name for it (`acp`, a preset), its argv, where that
+    came from (for `doctor`), and how to install it (for the message when it will not start)."""
 
     name: str
     argv: tuple[str, ...]
     source: str = "command line"
+    install: str | None = None
+
+    def failed(self, why: str) -> str:
+        """The one line that says the agent did not start, why, and how to install it."""
+        how = f"; install it: {self.install}" if self.install else ""
+        return f"{self.name}: the agent did not start ({why}){how}"
 
 
 def saved_session(transcript: Transcript | None, agent: str) -> str | None:
@@ -75,6 +82,7 @@ class Downstream:
         self._generation = 0
         self._starting = anyio.Lock()
         self._stopping = False
+        self.failure: str | None = None  # why the last start failed, until one succeeds
 
     # --- the process ---------------------------------------------------------------------
 
@@ -94,20 +102,36 @@ class Downstream:
         return client.info
 
     async def _start(self) -> AgentClient:
-        label = self.command.name
         try:
-            process = await AgentProcess.start(await as_installed(self.command.argv))
+            client = await self._started()
+        except AgentError as exc:
+            self.failure = str(exc)
+            raise
+        self.failure = None
+        return client
+
+    async def _started(self) -> AgentClient:
+        label, argv = self.command.name, self.command.argv
+        if shutil.which(argv[0]) is None:
+            raise AgentError(self.command.failed(f"{argv[0]!r} was not found on PATH"))
+        try:
+            process = await AgentProcess.start(await as_installed(argv))
         except OSError as exc:
-            raise AgentError(f"cannot start {self.command.argv[0]}: {exc.strerror or exc}") from None
+            raise AgentError(self.command.failed(f"cannot start {argv[0]}: {exc.strerror or exc}")) from None
         client = AgentClient(process, label=label)
         self._generation += 1
         generation = self._generation
         try:
             info = await client.connect(self._tasks, lambda: self._ended(client, generation))
-        except (RpcError, PeerClosedError, RequestTimeoutError) as exc:
+        except RpcError as exc:
             await process.stop(linger=True)
-            raise AgentError(f"{label}: the agent did not start ({self._why(client, exc)})") from None
-        self.quirks = quirks_for(self.command.argv, info.name)
+            raise AgentError(f"{label}: the agent did not start (it refused initialize: {exc.message})") from None
+        except (PeerClosedError, RequestTimeoutError) as exc:
+            await process.stop(linger=True)
+            with anyio.move_on_after(EXIT_WAIT):  # its last stderr lines, for the cause
+                await process.stderr_closed.wait()
+            raise AgentError(self.command.failed(self._why(client, exc))) from None
+        self.quirks = quirks_for(argv, info.name)
         log.info("%s: started %s %s (pid %d)", label, info.name, info.version, process.pid)
         return client
 
@@ -115,12 +139,14 @@ class Downstream:
         with anyio.move_on_after(EXIT_WAIT):
             await client.process.wait()
         client.process.close_fds()
-        if not self._stopping:
+        if not self._stopping and client.info is not None:  # a failed start says so once, in its error
             log.warning("%s: the agent exited (%s)", self.command.name, _exit_text(client))
 
     def _why(self, client: AgentClient, exc: BaseException) -> str:
         if isinstance(exc, RpcError):
             return redact_text(exc.message)  # the agent's words, quoted to the editor
+        if isinstance(exc, RequestTimeoutError) and client.process.returncode is None:
+            return "it did not answer initialize in time"
         last = _last_stderr(client)
         return f"it exited: {last}" if last else "it exited before answering initialize"
 
@@ -387,8 +413,10 @@ def _name(client: AgentClient) -> str:
 
 
 def _last_stderr(client: AgentClient) -> str | None:
-    """The agent's last stderr line, redacted: it is quoted in errors the editor is shown."""
-    return redact_text(client.process.stderr[-1]) if client.process.stderr else None
+    """The stderr line that says why the agent failed (npm's noise left out), redacted: it is
+    quoted in errors the editor is shown."""
+    line = cause(client.process.stderr)
+    return redact_text(line) if line else None
 
 
 def _exit_text(client: AgentClient) -> str:

@@ -3,9 +3,10 @@ presets, which start a known package with its documented command.
 
 A preset's command is the first of its candidates whose program is installed, unless the
 config file says otherwise (`[agents.NAME] command = [...]`, or a string split as a shell
-would) or a command follows `--`. A missing command is a one-line start-up error that names
-it and how to install it. The registry points at these factories by name: importing this module
-costs nothing until an ACP agent is asked for.
+would) or a command follows `--`. A missing program is no start-up error: the server answers
+`initialize`, and `session/new` (and `doctor`) say in one line that the agent did not start,
+why and how to install it, where an editor shows it. The registry points at these factories
+by name: importing this module costs nothing until an ACP agent is asked for.
 """
 
 from __future__ import annotations
@@ -67,21 +68,18 @@ def acp_agent(command: Sequence[str] | None = None) -> AcpRuntime:
         raise ValueError(
             "the acp agent needs the agent's command after `--`: acp-server --agent acp -- COMMAND [ARGS...]"
         )
-    return AcpRuntime(AgentCommand("acp", _found(tuple(command), hint=None)))
+    return AcpRuntime(AgentCommand("acp", tuple(command)))
 
 
 def preset_agent(name: str, command: Sequence[str] | None = None) -> AcpRuntime:
     """The preset `name`, with `command` (after `--`) or the config file's in place of its own."""
     preset = PRESETS[name]
     if command:
-        return AcpRuntime(AgentCommand(name, _found(tuple(command), hint=preset.install)))
+        return AcpRuntime(AgentCommand(name, tuple(command), install=preset.install))
     if chosen := configured(name):
-        return AcpRuntime(AgentCommand(name, _found(chosen, hint=preset.install), f"config file [{SECTION}.{name}]"))
-    for candidate in preset.candidates:
-        if shutil.which(candidate[0]) is not None:
-            return AcpRuntime(AgentCommand(name, candidate, "preset"))
-    programs = " or ".join(f"`{c[0]}`" for c in preset.candidates)
-    raise ValueError(f"agent {name!r}: {programs} not found on PATH; install it: {preset.install}")
+        return AcpRuntime(AgentCommand(name, chosen, f"config file [{SECTION}.{name}]", preset.install))
+    found = next((c for c in preset.candidates if shutil.which(c[0]) is not None), preset.candidates[0])
+    return AcpRuntime(AgentCommand(name, found, "preset", preset.install))
 
 
 def configured(name: str, env: Mapping[str, str] = os.environ) -> tuple[str, ...] | None:
@@ -105,13 +103,6 @@ def configured(name: str, env: Mapping[str, str] = os.environ) -> tuple[str, ...
     raise ValueError(
         f"config file {shorten_home(path)}: [{SECTION}.{name}] command must be a list of words or a command line"
     )
-
-
-def _found(argv: tuple[str, ...], *, hint: str | None) -> tuple[str, ...]:
-    if shutil.which(argv[0]) is None:
-        how = f"; install it: {hint}" if hint else ""
-        raise ValueError(f"the agent's command {argv[0]!r} was not found{how}")
-    return argv
 
 
 def _table(value: Any) -> dict[str, Any]:

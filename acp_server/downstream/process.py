@@ -14,9 +14,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 
 import anyio
 
@@ -27,10 +28,16 @@ from adapters.printable import printable
 log = logging.getLogger(__name__)
 
 MAX_FRAME_BYTES = 64 << 20
-STDERR_LINES = 20  # kept for the message of an agent that fails
+STDERR_LINES = 40  # kept for the message of an agent that fails
 EOF_GRACE = 1.0  # seconds an agent gets to exit once its stdin closed, before its group is ended
 TERM_GRACE = 1.0  # seconds between SIGTERM and SIGKILL of the agent's group
 KEEPER_GRACE = 5.0  # seconds the keeper gets to end the group before it is killed itself
+# What a failing start's stderr says that is no cause: npm's pointer to its log, its proxy
+# advice, and the bare prefix of its empty lines.
+NOISE = re.compile(r"complete log of this run|behind a proxy|'proxy' config|^(npm (error|ERR!)\s*)?$")
+TELLING = re.compile(r"error|ECONN|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|E404|not found|no such|denied|cannot|can't", re.I)
+NPM_PREFIX = re.compile(r"^npm (error|ERR!) ")
+NAMED = re.compile(r"^\w*(Error|Exception)\b:")  # FetchError: ..., ModuleNotFoundError: ...
 
 
 class AgentProcess:
@@ -41,6 +48,7 @@ class AgentProcess:
         self.writer = writer
         self.frames: AsyncIterator[Frame] = read_frames(stdout, MAX_FRAME_BYTES)
         self.stderr: deque[str] = deque(maxlen=STDERR_LINES)
+        self.stderr_closed = anyio.Event()  # its last lines are in `stderr`
         self._fds: tuple[int, ...] = (stdout, stderr)  # ours to close once the readers have stopped
 
     @classmethod
@@ -79,13 +87,16 @@ class AgentProcess:
     async def log_stderr(self, label: str) -> None:
         """Log the agent's stderr until it closes, keeping its last lines."""
         pending = b""
-        async for chunk in read_chunks(self._fds[1]):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                self._stderr_line(label, line)
-        if pending:
-            self._stderr_line(label, pending)
+        try:
+            async for chunk in read_chunks(self._fds[1]):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    self._stderr_line(label, line)
+            if pending:
+                self._stderr_line(label, pending)
+        finally:
+            self.stderr_closed.set()
 
     def _stderr_line(self, label: str, line: bytes) -> None:
         # Printable at once: the line is logged, and quoted in the errors an editor and a terminal show.
@@ -130,3 +141,14 @@ class AgentProcess:
 def agent_environment() -> dict[str, str]:
     """acp-server's environment without its own settings."""
     return {name: value for name, value in os.environ.items() if not name.startswith("ACP_SERVER_")}
+
+
+def cause(lines: Iterable[str]) -> str | None:
+    """The line of a failed start's stderr that says why, npm's noise left out: the last named
+    error (`FetchError: ... ECONNREFUSED`, not "A complete log of this run can be found in"),
+    else the last line that mentions an error, else the last line."""
+    kept = [NPM_PREFIX.sub("", line).strip() for line in lines if not NOISE.search(line.strip())]
+    kept = [line for line in kept if line]
+    named = [line for line in kept if NAMED.search(line)]
+    telling = [line for line in kept if TELLING.search(line)]
+    return (named or telling or kept or [None])[-1]

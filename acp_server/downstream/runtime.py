@@ -45,6 +45,7 @@ from adapters.events import STOP_REASONS, StopReason
 log = logging.getLogger(__name__)
 
 CANCEL_LATENCY = 1.0
+START_CHECK = 20.0  # seconds `start_check()` gives the agent to answer initialize (npx may fetch it first)
 COALESCE = 0.005  # seconds: streamed text is reported at most this often (see `_serve`)
 TEXT_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 FORGOT_NOTICE = "The agent had lost its memory of this session's earlier turns: it starts afresh from here."
@@ -145,11 +146,38 @@ class AcpRuntime:
                 )
         return self._capabilities
 
+    @property
+    def start_failure(self) -> str | None:
+        """Why the agent did not start, when its last start failed."""
+        downstream = self._downstream
+        return downstream.failure if downstream is not None else None
+
     def health(self) -> Health:
+        """What is known without starting the agent (the contract gives health() 2 s): its
+        program is on PATH, and its last start, if any, did not fail. `start_check` starts it."""
         shown = shlex.join(self.command.argv)
+        settings = {"command": (shown, self.command.source)}
         if shutil.which(self.command.argv[0]) is None:
-            return Health(False, f"{self.command.argv[0]} is not on PATH")
-        return Health(True, f"runs {shown} (started with the server)", {"command": (shown, self.command.source)})
+            return Health(False, self.command.failed(f"{self.command.argv[0]!r} was not found on PATH"), settings)
+        if failure := self.start_failure:
+            return Health(False, failure, settings)
+        return Health(True, f"runs {shown}", settings)
+
+    def start_check(self) -> Health:
+        """Healthy once the agent has answered `initialize` (it is started for this, within
+        START_CHECK seconds): a program that is there but will not run (npx offline) shows in
+        `doctor`, not at the editor's first session."""
+        shown = shlex.join(self.command.argv)
+        settings = {"command": (shown, self.command.source)}
+        loop, downstream = self._agent()
+        try:
+            info = loop.call(_within, START_CHECK, downstream.info)
+        except AgentError as exc:
+            return Health(False, str(exc), settings)
+        except TimeoutError:
+            why = f"it did not answer initialize within {START_CHECK:g} s"
+            return Health(False, self.command.failed(why), settings)
+        return Health(True, f"runs {shown}: {info.name} {info.version} answered initialize", settings)
 
     def run_turn(self, turn: TurnInput, sink: Sink) -> StopReason:
         _, downstream = self._agent()
@@ -301,6 +329,11 @@ def _serve(inbox: Inbox, sink: Sink, *, roots: tuple[str, ...] = (), finish_allo
                 if finish_allowed:
                     tools.finish_allowed()
                 return reason
+
+
+async def _within(seconds: float, func: Callable[[], Awaitable[T]]) -> T:
+    with anyio.fail_after(seconds):
+        return await func()
 
 
 def merged(items: list[Item]) -> list[Item]:

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 CHUNK = 1 << 16
 CONTROL_TIMEOUT = 5.0
 CONTROL_BYTES = 1 << 14
+BROKEN_IDLE = 5.0  # seconds a runner whose agent would not start waits for another front
 
 
 class SocketFrameWriter:
@@ -91,6 +92,7 @@ class Runner:
         max_frame_bytes: int,
         trace: Trace | None = None,
         listen: ListenAddress | None = None,
+        broken: Callable[[], bool] = lambda: False,
     ) -> None:
         self.hub = hub
         self.listen = listen
@@ -100,6 +102,7 @@ class Runner:
         self.place = place
         self.idle = idle
         self.max_frame_bytes = max_frame_bytes
+        self.broken = broken  # whether the agent's last start failed
         self.started = time.time()
         self._stop = anyio.Event()
 
@@ -145,10 +148,12 @@ class Runner:
             if hub.connections or hub.live_turns or self.endpoint is not None:
                 await _first(changed.wait, self._stop.wait)
                 continue
-            with anyio.move_on_after(self.idle) as idle:
+            # A runner whose agent would not start serves nobody: it does not wait out `idle`.
+            seconds = min(self.idle, BROKEN_IDLE) if self.broken() else self.idle
+            with anyio.move_on_after(seconds) as idle:
                 await _first(changed.wait, self._stop.wait)
             if idle.cancelled_caught:
-                log.info("idle for %g s with no connection and no live turn", self.idle)
+                log.info("idle for %g s with no connection and no live turn", seconds)
                 return True
         return False
 

@@ -56,7 +56,7 @@ class Hub:
         self.adapter = adapter
         self.options = options
         self.journal = journal
-        self.sessions = SessionStore(journal, adapter_name=adapter.name)
+        self.sessions = SessionStore(journal, adapter_name=adapter.name, launch=options.launch)
         self.workers = Workers(options.max_workers)  # `--max-workers` counts per runner
         self.routes = Routes(detached_wait=detached_wait)
         self.connections = 0

@@ -90,9 +90,10 @@ def _shut(stream: Any) -> None:
 
 
 class Endpoint:
-    """One base URL and key; `hint` is the config file path used in messages."""
+    """One base URL and key; `hint` is the config file path used in messages (None: no advice on
+    where to set the URL or key, for `acp-server setup`, which is where they are being set)."""
 
-    def __init__(self, base_url: str, api_key: str | None, *, hint: str) -> None:
+    def __init__(self, base_url: str, api_key: str | None, *, hint: str | None) -> None:
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
         self._hint = hint
@@ -209,17 +210,14 @@ class Endpoint:
     # --- messages ----------------------------------------------------------------------
 
     def _unreachable(self, exc: httpx.HTTPError) -> str:
-        return (
-            f"Cannot reach the model endpoint {self.base_url} ({_reason(exc)}). "
-            f"Set OPENAI_BASE_URL or base_url in {self._hint}."
-        )
+        advice = f" Set OPENAI_BASE_URL or base_url in {self._hint}." if self._hint else ""
+        return f"Cannot reach the model endpoint {self.base_url} ({_reason(exc)}).{advice}"
 
     def _http_failure(self, status: int, text: str, url: str, *, retried: int = 0) -> str:
         said = f": {text}" if text else ""
         if status in (401, 403):
-            return (
-                f"The model endpoint {self.base_url} refused the API key (HTTP {status}{said}). "
-                f"Set OPENAI_API_KEY or api_key in {self._hint}."
+            return f"The model endpoint {self.base_url} refused the API key (HTTP {status}{said})." + (
+                f" Set OPENAI_API_KEY or api_key in {self._hint}." if self._hint else ""
             )
         if status == 404:
             return (
