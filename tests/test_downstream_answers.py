@@ -54,7 +54,8 @@ def told(reply: str) -> Any:
 async def test_an_agent_without_allow_once_is_asked_about_with_the_options_it_offers(tmp_path, runtimes):
     _, reply, asked = await ask_once_less(tmp_path, runtimes, "allow_always")
     (question,) = asked
-    assert [o["kind"] for o in question["options"]] == ["allow_always", "reject_once"]
+    # "Always reject" is ours to keep, answered with its "reject_once" each time; "Allow once" is gone
+    assert [o["kind"] for o in question["options"]] == ["allow_always", "reject_once", "reject_always"]
     assert told(reply) == {"outcome": {"outcome": "selected", "optionId": "always"}}
 
 

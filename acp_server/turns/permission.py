@@ -109,7 +109,7 @@ class PermissionFlow:
         fields.pop("status")
         subject = subject_of(tool)
         # Only answers that can be given as the user chose them: never "once" sent as "always".
-        options = [o for o in permission_options(subject) if offered is None or o["kind"] in offered]
+        options = [o for o in permission_options(subject) if offered is None or _answerable(o["kind"], offered)]
         params = {"toolCall": fields, "options": options}
         try:
             result = await self.channel.request(methods.REQUEST_PERMISSION, params, timeout=self.timeout)
@@ -140,3 +140,12 @@ class PermissionFlow:
         reason = None if allowed else "Permission denied by the user"
         decision = PermissionDecision(allowed, remember=always, reason=reason)
         return decision, "allowed" if allowed else "rejected", option
+
+
+def _answerable(kind: str, offered: Collection[str]) -> bool:
+    """Whether an answer of `kind` reaches an agent below that offers the `offered` kinds as the
+    user meant it: a "once" only as its own "once"; an "always" is ours to keep (the journal
+    remembers it and answers the agent "once" each time), so the agent's "once" serves it too."""
+    if kind.endswith("_always"):
+        return kind in offered or kind.replace("_always", "_once") in offered
+    return kind in offered
