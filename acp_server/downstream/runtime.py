@@ -307,19 +307,25 @@ def merged(items: list[Item]) -> list[Item]:
     """`items` with each run of consecutive text chunks of one kind (the agent's words, or its
     thoughts) joined into one chunk: one report instead of one per streamed delta."""
     out: list[Item] = []
-    run: tuple[str, list[str]] | None = None
+    run: tuple[str, Any, list[str]] | None = None  # kind, the agent's message id, texts
     for item in items:
         kind, text = _chunk_text(item)
-        if kind is not None and run is not None and run[0] == kind:
-            run[1].append(text)
+        message_id = item.update.get("messageId") if isinstance(item, Update) else None
+        if kind is not None and run is not None and run[0] == kind and run[1] == message_id:
+            run[2].append(text)
             continue
-        if run is not None and len(run[1]) > 1:
-            out[-1] = Update({"sessionUpdate": run[0], "content": {"type": "text", "text": "".join(run[1])}})
-        run = (kind, [text]) if kind is not None else None
+        if run is not None and len(run[2]) > 1:
+            out[-1] = _joined(run)
+        run = (kind, message_id, [text]) if kind is not None else None
         out.append(item)
-    if run is not None and len(run[1]) > 1:
-        out[-1] = Update({"sessionUpdate": run[0], "content": {"type": "text", "text": "".join(run[1])}})
+    if run is not None and len(run[2]) > 1:
+        out[-1] = _joined(run)
     return out
+
+
+def _joined(run: tuple[str, Any, list[str]]) -> Update:
+    update: dict[str, Any] = {"sessionUpdate": run[0], "content": {"type": "text", "text": "".join(run[2])}}
+    return Update(update if run[1] is None else update | {"messageId": run[1]})
 
 
 def _chunk_text(item: Item) -> tuple[str | None, str]:

@@ -75,6 +75,7 @@ class ToolCalls:
         ours = self._sink.tool_call(
             _text(call.get("title")) or "Tool call",
             kind=_kind(call.get("kind")) or "other",
+            name=_text(call.get("name")),
             raw_input=call.get("rawInput"),
             locations=_locations(call.get("locations"), self.where) or (),
             tool_call_id=theirs or None,
@@ -137,9 +138,9 @@ def apply(update: Json, sink: Sink, tools: ToolCalls) -> None:
     """Report one update of the turn (the session's own updates never come here)."""
     kind = update.get("sessionUpdate")
     if kind == "agent_message_chunk":
-        sink.text(_block_text(update.get("content")))
+        sink.text(_block_text(update.get("content")), message_id=_text(update.get("messageId")))
     elif kind == "agent_thought_chunk":
-        sink.thought(_block_text(update.get("content")))
+        sink.thought(_block_text(update.get("content")), message_id=_text(update.get("messageId")))
     elif kind == "tool_call":
         tools.update(update) if tools.ours(str(update.get("toolCallId"))) else tools.start(update)
     elif kind == "tool_call_update":
