@@ -72,6 +72,7 @@ class Agent:
         self.results: dict[int, Any] = {}
         self.replayed = threading.Event()
         self.replayed.set()
+        self.client_capabilities: dict[str, Any] = {}
 
     def send(self, message: dict[str, Any]) -> None:
         with self.lock:
@@ -101,6 +102,7 @@ class Agent:
     # --- methods -------------------------------------------------------------------------
 
     def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.client_capabilities = params.get("clientCapabilities") or {}
         caps: dict[str, Any] = {"loadSession": not self.args.no_load, "promptCapabilities": {"image": True}}
         if self.args.resume:
             caps["sessionCapabilities"] = {"resume": {}, "close": {}}
@@ -246,6 +248,15 @@ class Agent:
         self.notify(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "v1", "status": "completed"})
         usage = {"used": 5000, "size": 200_000, "cost": {"amount": 0.5, "currency": "USD"}}
         self.notify(sid, {"sessionUpdate": "usage_update"} | usage)
+        session = self.client_capabilities.get("session") or {}
+        if "notices" in session:  # ACP: only to a client that advertised them
+            self.notify(sid, {"sessionUpdate": "notice", "severity": "warning", "title": "Rate limit near"})
+        if "compaction" in session:
+            self.notify(sid, {"sessionUpdate": "compaction_update", "compactionId": "c1", "status": "in_progress"})
+            piece = {"type": "text", "text": "Earlier: a greeting."}
+            self.notify(sid, {"sessionUpdate": "compaction_summary_chunk", "compactionId": "c1", "content": piece})
+            done = {"compactionId": "c1", "status": "completed", "summary": [piece]}
+            self.notify(sid, {"sessionUpdate": "compaction_update"} | done)
 
     def files(self, sid: str, text: str) -> None:
         """A prompt `fs/read_text_file PATH` or `fs/write_text_file PATH CONTENT`: a tool call

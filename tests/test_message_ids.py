@@ -183,3 +183,23 @@ async def test_a_scripted_tool_shows_its_machine_name(tmp_path: Path) -> None:
         await editor.prompt(sid, "look")
     [call] = [u for u in editor.updates[sid] if u["sessionUpdate"] == "tool_call"]
     assert (call["title"], call["name"], call["kind"]) == ("Look around", "look", "search")
+
+
+async def test_an_agent_belows_notices_and_compactions_reach_only_an_editor_that_shows_them(tmp_path: Path) -> None:
+    argv = (sys.executable, FAKE_AGENT, "--store", str(tmp_path / "store.json"), "--v1")
+    runtimes = Runtimes()
+    try:
+        async with running(AcpAgent(runtimes.make(argv))) as editor:
+            await editor.initialize({"session": {"notices": {}, "compaction": {}}})
+            sid = await editor.new_session(tmp_path)
+            await editor.prompt(sid, "hello")
+        summary = {"type": "text", "text": "Earlier: a greeting."}
+        kinds = ("notice", "compaction_update", "compaction_summary_chunk")
+        assert [u for u in editor.updates[sid] if u["sessionUpdate"] in kinds] == [
+            {"sessionUpdate": "notice", "severity": "warning", "title": "Rate limit near"},
+            {"sessionUpdate": "compaction_update", "compactionId": "c1", "status": "in_progress"},
+            {"sessionUpdate": "compaction_summary_chunk", "compactionId": "c1", "content": summary},
+            {"sessionUpdate": "compaction_update", "compactionId": "c1", "status": "completed", "summary": [summary]},
+        ]
+    finally:
+        runtimes.close()

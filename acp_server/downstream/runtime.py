@@ -29,11 +29,12 @@ from acp_server.downstream.link import Answered, Ask, Cancelled, Inbox, Item, Up
 from acp_server.downstream.login import offered, terminal_method
 from acp_server.downstream.quirks import as_installed
 from acp_server.downstream.sessions import AgentSession
-from acp_server.downstream.updates import ToolCalls, apply
+from acp_server.downstream.updates import SHOWS_NEITHER, ToolCalls, apply
 from acp_server.rpc.errors import RpcError
 from adapters.base import (
     AdapterCapabilities,
     AgentError,
+    EditorFeatures,
     Health,
     SessionControls,
     Sink,
@@ -163,7 +164,8 @@ class AcpRuntime:
                     _say(sink, turn, FORGOT_NOTICE)
                 self._call(self._start_prompt, downstream, session, inbox, turn.prompt)
             roots = (turn.cwd, *turn.additional_directories)
-            return _serve(inbox, sink, roots=roots, finish_allowed=downstream.quirks.has("leaves_calls_unfinished"))
+            finish_allowed = downstream.quirks.has("leaves_calls_unfinished")
+            return _serve(inbox, sink, roots=roots, finish_allowed=finish_allowed, editor=turn.editor)
         finally:
             session.turn = None
             inbox.close()
@@ -266,7 +268,14 @@ class AcpRuntime:
             session.saved = session.theirs
 
 
-def _serve(inbox: Inbox, sink: Sink, *, roots: tuple[str, ...] = (), finish_allowed: bool = False) -> StopReason:
+def _serve(
+    inbox: Inbox,
+    sink: Sink,
+    *,
+    roots: tuple[str, ...] = (),
+    finish_allowed: bool = False,
+    editor: EditorFeatures = SHOWS_NEITHER,
+) -> StopReason:
     """The turn in its worker thread: the link's items, in order, until the agent answers
     (calls it allowed and left open are completed then, when `finish_allowed`).
 
@@ -289,7 +298,7 @@ def _serve(inbox: Inbox, sink: Sink, *, roots: tuple[str, ...] = (), finish_allo
                 if kind is not None and index == len(batch) - 1 and items and time.monotonic() - reported < COALESCE:
                     held = item
                     continue
-                apply(item.update, sink, tools)
+                apply(item.update, sink, tools, editor)
                 if text:  # an empty chunk (Claude starts with one) shows nothing: the next goes at once
                     reported = time.monotonic()
             elif isinstance(item, Ask):
