@@ -117,16 +117,20 @@ def _session_notice(event: CompactionUpdated | CompactionChunk | NoticeShown) ->
     return update
 
 
+def _chunk(kind: str, text: str, message_id: str | None) -> dict[str, Any]:
+    if message_id is None:
+        return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}, "messageId": message_id}
+
+
 def to_update(event: RuntimeEvent, message_id: str | None = None) -> dict[str, Any] | None:
     """The `update` object of a `session/update` notification for one event, or None;
     `message_id` (a chunk's, from `MessageIds`) is its `messageId`."""
     match event:
         case TextDelta(text=text):
-            update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
-            return update if message_id is None else update | {"messageId": message_id}
+            return _chunk("agent_message_chunk", text, message_id)
         case ThoughtDelta(text=text):
-            update = {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}}
-            return update if message_id is None else update | {"messageId": message_id}
+            return _chunk("agent_thought_chunk", text, message_id)
         case ToolCallStarted():
             return {"sessionUpdate": "tool_call", **tool_call_fields(event)}
         case ToolCallUpdated():
@@ -196,7 +200,7 @@ class MessageIds:
 
     def see(self, event: RuntimeEvent) -> str | None:
         """Call with every event of the run, in order; a chunk's message id, else None."""
-        if isinstance(event, TextDelta | ThoughtDelta):
+        if type(event) is TextDelta or type(event) is ThoughtDelta:  # per streamed chunk: kept cheap
             key = (event.kind, event.message_id)
             if key != self._last:
                 self._count += 1
