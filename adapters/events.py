@@ -77,13 +77,19 @@ class PromptReceived:
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
+    """A piece of the agent's reply; `message_id` is the id an agent below gave its message."""
+
     text: str
+    message_id: str | None = None
     kind: Literal["text"] = "text"
 
 
 @dataclass(frozen=True, slots=True)
 class ThoughtDelta:
+    """A piece of the agent's reasoning; `message_id` is the id an agent below gave its message."""
+
     text: str
+    message_id: str | None = None
     kind: Literal["thought"] = "thought"
 
 

@@ -82,6 +82,7 @@ class WriteFile(_Model):
 
 class ToolStep(_Model):
     tool: str
+    name: str | None = None  # the tool's machine name, shown as the call's `name`
     kind: ToolKind = "other"
     raw_input: Any = Field(default=None, alias="input")
     ask: bool = False
@@ -362,11 +363,13 @@ def _play_tool(step: ToolStep, turn: TurnInput, sink: Sink) -> None:
     try:
         file = _file(step, turn)
     except ToolRefused as exc:  # outside the workspace: nothing to show, ask or do
-        tool_call_id = sink.tool_call(step.tool, kind=step.kind, raw_input=step.raw_input)
+        tool_call_id = sink.tool_call(step.tool, kind=step.kind, name=step.name, raw_input=step.raw_input)
         sink.tool_update(tool_call_id, status="failed", content=[TextContent(str(exc))])
         return
     locations = () if file is None else (file.path,)
-    tool_call_id = sink.tool_call(step.tool, kind=step.kind, raw_input=step.raw_input, locations=locations)
+    tool_call_id = sink.tool_call(
+        step.tool, kind=step.kind, name=step.name, raw_input=step.raw_input, locations=locations
+    )
     # The diff goes out before the question, so the user approves a change they have seen.
     preview = _preview(step, file, sink)
     if preview:

@@ -181,15 +181,15 @@ class RecordingSink:
 
     # --- reports -------------------------------------------------------------------------
 
-    def text(self, text: str) -> None:
+    def text(self, text: str, *, message_id: str | None = None) -> None:
         self._touch("text")
         if text:  # as the server does: an empty chunk would show as an empty message
-            self._report("text", TextDelta(text))
+            self._report("text", TextDelta(text, message_id))
 
-    def thought(self, text: str) -> None:
+    def thought(self, text: str, *, message_id: str | None = None) -> None:
         self._touch("thought")
         if text:
-            self._report("thought", ThoughtDelta(text))
+            self._report("thought", ThoughtDelta(text, message_id))
 
     def tool_call(
         self,

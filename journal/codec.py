@@ -22,7 +22,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
 
 def encode_event(event: ev.RuntimeEvent) -> tuple[str, dict[str, Any]]:
     """The event's `kind` and its fields as a JSON-able dict (the kind itself is left out)."""
-    if type(event) is ev.TextDelta:  # the hot path: one per streamed chunk
+    if type(event) is ev.TextDelta and event.message_id is None:  # the hot path: one per streamed chunk
         return "text", {"text": event.text}
     payload = {name: _jsonable(getattr(event, name)) for name in _field_names(type(event)) if name != "kind"}
     return event.kind, payload
@@ -33,7 +33,7 @@ def decode_event(type_: str, payload: dict[str, Any]) -> ev.RuntimeEvent:
     cls = EVENT_TYPES.get(type_)
     if cls is None:
         raise ValueError(f"unknown event type {type_!r}")
-    if cls is ev.TextDelta:
+    if cls is ev.TextDelta and len(payload) == 1:
         return ev.TextDelta(text=payload["text"])
     return typing.cast(ev.RuntimeEvent, _build(cls, payload))
 

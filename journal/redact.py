@@ -390,14 +390,28 @@ class RunRedactor:
     def events(self, event: RuntimeEvent) -> list[RuntimeEvent]:
         if isinstance(event, TextDelta | ThoughtDelta | CompactionChunk):
             key = (event.kind, event.compaction_id if isinstance(event, CompactionChunk) else "")
+            ended = self._next_message(key, event)
             stream = self._streams.setdefault(key, (StreamRedactor(), event))[0]
             pieces = stream.feed(event.text)
+            if ended:
+                return [*ended, *(replace(event, text=text) for text in pieces if text)]
             if len(pieces) == 1 and pieces[0] is event.text:
                 return [event]
             return [replace(event, text=text) for text in pieces if text]
         if isinstance(event, _UNSEEN):
             return [redact_event(event)]
         return [*self.finish(), redact_event(event)]
+
+    def _next_message(self, key: tuple[str, str], event: _Delta) -> list[RuntimeEvent]:
+        """What the stream still holds of its message when `event` starts another (an agent
+        below's own message ids): let out with the message it belongs to, before the next."""
+        held = self._streams.get(key)
+        if held is None or isinstance(event, CompactionChunk) or isinstance(held[1], CompactionChunk):
+            return []
+        if held[1].message_id == event.message_id:
+            return []
+        del self._streams[key]
+        return [replace(held[1], text=text) for text in held[0].finish() if text]
 
     def finish(self) -> list[RuntimeEvent]:
         """Whatever the streams still hold, as deltas."""

@@ -84,6 +84,7 @@ class Agent:
         self.results: dict[int, Any] = {}
         self.replayed = threading.Event()
         self.replayed.set()
+        self.client_capabilities: dict[str, Any] = {}
 
     def send(self, message: dict[str, Any]) -> None:
         with self.lock:
@@ -113,6 +114,7 @@ class Agent:
     # --- methods -------------------------------------------------------------------------
 
     def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.client_capabilities = params.get("clientCapabilities") or {}
         caps: dict[str, Any] = {"loadSession": not self.args.no_load, "promptCapabilities": {"image": True}}
         if self.args.resume:
             caps["sessionCapabilities"] = {"resume": {}, "close": {}}
@@ -187,13 +189,13 @@ class Agent:
         cancel.clear()
         self.replayed.wait(10)
         remembered = ", ".join(self.sessions.get(sid, [])) or "nothing"
-        self.notify(
-            sid,
-            {
-                "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": f"You said {text}; I remember {remembered}."},
-            },
-        )
+        said: dict[str, Any] = {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": f"You said {text}; I remember {remembered}."},
+        }
+        self.notify(sid, said | ({"messageId": f"their-{len(self.sessions.get(sid, []))}"} if self.args.v1 else {}))
+        if self.args.v1:
+            self.newest_v1(sid)
         if text.startswith(("fs/read_text_file ", "fs/write_text_file ")):
             self.files(sid, text)
         elif "ask" in text:
@@ -248,6 +250,25 @@ class Agent:
         self.sessions.setdefault(sid, []).append(text)
         self.save()
         self.send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
+
+    def newest_v1(self, sid: str) -> None:
+        """ACP v1's newest stable fields, as an agent that has them sends them (`--v1`)."""
+        thought = {"type": "text", "text": "Thinking."}
+        self.notify(sid, {"sessionUpdate": "agent_thought_chunk", "content": thought, "messageId": "their-thought"})
+        call = {"toolCallId": "v1", "title": "List files", "kind": "search", "status": "pending", "name": "list_dir"}
+        self.notify(sid, {"sessionUpdate": "tool_call"} | call)
+        self.notify(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "v1", "status": "completed"})
+        usage = {"used": 5000, "size": 200_000, "cost": {"amount": 0.5, "currency": "USD"}}
+        self.notify(sid, {"sessionUpdate": "usage_update"} | usage)
+        session = self.client_capabilities.get("session") or {}
+        if "notices" in session:  # ACP: only to a client that advertised them
+            self.notify(sid, {"sessionUpdate": "notice", "severity": "warning", "title": "Rate limit near"})
+        if "compaction" in session:
+            self.notify(sid, {"sessionUpdate": "compaction_update", "compactionId": "c1", "status": "in_progress"})
+            piece = {"type": "text", "text": "Earlier: a greeting."}
+            self.notify(sid, {"sessionUpdate": "compaction_summary_chunk", "compactionId": "c1", "content": piece})
+            done = {"compactionId": "c1", "status": "completed", "summary": [piece]}
+            self.notify(sid, {"sessionUpdate": "compaction_update"} | done)
 
     def files(self, sid: str, text: str) -> None:
         """A prompt `fs/read_text_file PATH` or `fs/write_text_file PATH CONTENT`: a tool call
@@ -378,6 +399,7 @@ def main() -> None:
     parser.add_argument("--stale-end-after-cancel", action="store_true", help="end the prompt after a cancel at once")
     parser.add_argument("--calls", help="append each request and notification received to this file")
     parser.add_argument("--modes", action="store_true", help="offer modes, config options and commands")
+    parser.add_argument("--v1", action="store_true", help="send message ids, tool names and usage (newest v1)")
     parser.add_argument("--auth", action="store_true", help="require authenticate before session/new")
     parser.add_argument("--terminal-auth", action="store_true", help="require a terminal login (`--login`) first")
     parser.add_argument("--login", action="store_true", help="log in (the terminal method) and exit")

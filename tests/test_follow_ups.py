@@ -79,6 +79,10 @@ async def runs_of(journal: Journal, sid: str) -> list[tuple[str, str | None, str
     return found
 
 
+async def run_ids(journal: Journal, sid: str) -> list[str]:
+    return [run.id for run in await journal.runs(sid)]
+
+
 async def waiting(event: threading.Event) -> None:
     assert await anyio.to_thread.run_sync(event.wait, 10)
 
@@ -99,17 +103,16 @@ async def test_follow_ups_run_within_the_prompt_each_a_run_with_its_prompt_marke
             ("completed", ORIGIN, "/status"),
         ]
         shown = [u for u in editor.updates[sid] if u["sessionUpdate"] == "user_message_chunk"]
-        assert (
-            shown
-            == [
-                {
-                    "sessionUpdate": "user_message_chunk",
-                    "content": {"type": "text", "text": "/status"},
-                    "_meta": {"acp-server": {"origin": ORIGIN}},
-                }
-            ]
-            * 2
-        )  # the editor's own prompt it shows itself
+        follow_ups = [f"{run}:0" for run in await run_ids(journal, sid)][1:]
+        assert shown == [
+            {
+                "sessionUpdate": "user_message_chunk",
+                "content": {"type": "text", "text": "/status"},
+                "_meta": {"acp-server": {"origin": ORIGIN}},
+                "messageId": message_id,  # each follow-up a message of its own run
+            }
+            for message_id in follow_ups
+        ]  # the editor's own prompt it shows itself
         assert [turn.origin for turn in adapter.seen] == [None, ORIGIN, ORIGIN]
 
 

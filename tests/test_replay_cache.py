@@ -244,7 +244,8 @@ async def test_a_journal_of_schema_1_gains_the_cache_and_keeps_its_sessions(tmp_
             (SID,),
         )
     first = await load(db, tmp_path)
-    assert first == [{"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "from before"}}]
+    text = {"type": "text", "text": "from before"}
+    assert first == [{"sessionUpdate": "agent_message_chunk", "content": text, "messageId": "r:1"}]
     assert await load(db, tmp_path) == first
     assert set(cached(db)) == {"r"}
 

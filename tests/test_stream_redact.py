@@ -197,3 +197,14 @@ def test_the_end_of_a_run_lets_out_what_each_stream_still_holds() -> None:
         ThoughtDelta("sk-"),
         TurnFinished("end_turn"),
     ]
+
+
+def test_text_held_back_at_the_end_of_an_agents_message_is_let_out_with_that_message() -> None:
+    first, second = TextDelta("Key: sk-pr", "m1"), TextDelta("Hello", "m2")
+    shown = [e.event for e in run([first, second, TurnFinished("end_turn")])]
+    assert shown == [
+        TextDelta("Key: ", "m1"),
+        TextDelta("sk-pr", "m1"),
+        TextDelta("Hello", "m2"),
+        TurnFinished("end_turn"),
+    ]

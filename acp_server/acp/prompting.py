@@ -25,7 +25,7 @@ from acp_server.rpc.errors import AUTH_REQUIRED, INTERNAL_ERROR, PeerClosedError
 from acp_server.rpc.peer import Peer
 from acp_server.turns.bridge import FollowUp
 from acp_server.turns.client import ClientCapabilities
-from acp_server.turns.mapping import live_updates, to_update, user_message_chunks
+from acp_server.turns.mapping import MessageIds, live_updates, prompt_message_id, to_update, user_message_chunks
 from acp_server.turns.placement import TerminalChoice
 from acp_server.turns.policy import DEFAULT_MODE
 from acp_server.turns.rich import RichReply, haui_on
@@ -164,6 +164,7 @@ class Prompts:
         reply = RichReply(enabled=haui_on(session.config, self.options.haui))
         redactor = RunRedactor()
         caps = RunCaps()
+        ids = MessageIds(numbering.run_id)
 
         async def publish(envelope: Envelope) -> None:
             nonlocal responded
@@ -173,7 +174,7 @@ class Prompts:
             envelope = envelope if event is envelope.event else replace(envelope, event=event)
             responded = responded or event.kind in RESPONSE_KINDS
             tally.add(event)
-            await self.publish(envelope, redactor=redactor, reply=reply)
+            await self.publish(envelope, redactor=redactor, reply=reply, ids=ids)
             if isinstance(event, TurnFinished):
                 await self._finish_run(envelope.run_id, event, responded=responded)
 
@@ -289,15 +290,17 @@ class Prompts:
         except PeerClosedError:
             log.info("the client left before session %s's title was shown", session_id)
 
-    async def publish(self, envelope: Envelope, *, redactor: RunRedactor, reply: RichReply) -> None:
+    async def publish(
+        self, envelope: Envelope, *, redactor: RunRedactor, reply: RichReply, ids: MessageIds | None = None
+    ) -> None:
         """Every runtime event of every turn passes here, in order, and is redacted here once
         (`redactor`, the run's: a secret streamed in pieces is held back until it is whole), so
         the journal stores and the editor is shown the same text; each is journaled, then sent
-        as `reply` shows it (HAUI fences drawn)."""
+        as `reply` shows it (HAUI fences drawn), its chunks with the run's message ids (`ids`)."""
         for redacted in redactor.envelopes(envelope):
-            await self._publish_redacted(redacted, reply)
+            await self._publish_redacted(redacted, reply, ids)
 
-    async def _publish_redacted(self, envelope: Envelope, reply: RichReply) -> None:
+    async def _publish_redacted(self, envelope: Envelope, reply: RichReply, ids: MessageIds | None) -> None:
         event = envelope.event
         if self.journal is not None:
             # Committed before the editor sees it: a crash never takes back what was shown, and
@@ -306,7 +309,7 @@ class Prompts:
             if isinstance(event, TitleChanged):
                 await self.journal.update_session(envelope.session_id, title=event.title)
         for shown in reply.shown(event):
-            for update in live_updates(shown):
+            for update in live_updates(shown, ids):
                 await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})
         if self._echo is not None:
             for update in echoed_updates(envelope):
@@ -318,7 +321,7 @@ def echoed_updates(envelope: Envelope) -> list[dict[str, Any]]:
     the prompt as its turn starts, and the turn's end (its answer tells only the prompting one)."""
     event = envelope.event
     if isinstance(event, PromptReceived) and event.origin is None:
-        return user_message_chunks(event)
+        return user_message_chunks(event, prompt_message_id(envelope.run_id))
     if isinstance(event, TurnFinished):
         ended = {"runId": envelope.run_id, "stopReason": event.reason}
         return [{"sessionUpdate": "session_info_update", "_meta": {"acp-server": {"turnEnded": ended}}}]

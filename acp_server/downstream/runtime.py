@@ -29,11 +29,12 @@ from acp_server.downstream.link import Answered, Ask, Cancelled, Inbox, Item, Up
 from acp_server.downstream.login import offered, terminal_method
 from acp_server.downstream.quirks import as_installed
 from acp_server.downstream.sessions import AgentSession
-from acp_server.downstream.updates import ToolCalls, apply
+from acp_server.downstream.updates import SHOWS_NEITHER, ToolCalls, apply
 from acp_server.rpc.errors import RpcError
 from adapters.base import (
     AdapterCapabilities,
     AgentError,
+    EditorFeatures,
     Health,
     SessionControls,
     Sink,
@@ -191,7 +192,8 @@ class AcpRuntime:
                     _say(sink, turn, FORGOT_NOTICE)
                 self._call(self._start_prompt, downstream, session, inbox, turn.prompt)
             roots = (turn.cwd, *turn.additional_directories)
-            return _serve(inbox, sink, roots=roots, finish_allowed=downstream.quirks.has("leaves_calls_unfinished"))
+            finish_allowed = downstream.quirks.has("leaves_calls_unfinished")
+            return _serve(inbox, sink, roots=roots, finish_allowed=finish_allowed, editor=turn.editor)
         finally:
             session.turn = None
             inbox.close()
@@ -294,7 +296,14 @@ class AcpRuntime:
             session.saved = session.theirs
 
 
-def _serve(inbox: Inbox, sink: Sink, *, roots: tuple[str, ...] = (), finish_allowed: bool = False) -> StopReason:
+def _serve(
+    inbox: Inbox,
+    sink: Sink,
+    *,
+    roots: tuple[str, ...] = (),
+    finish_allowed: bool = False,
+    editor: EditorFeatures = SHOWS_NEITHER,
+) -> StopReason:
     """The turn in its worker thread: the link's items, in order, until the agent answers
     (calls it allowed and left open are completed then, when `finish_allowed`).
 
@@ -317,7 +326,7 @@ def _serve(inbox: Inbox, sink: Sink, *, roots: tuple[str, ...] = (), finish_allo
                 if kind is not None and index == len(batch) - 1 and items and time.monotonic() - reported < COALESCE:
                     held = item
                     continue
-                apply(item.update, sink, tools)
+                apply(item.update, sink, tools, editor)
                 if text:  # an empty chunk (Claude starts with one) shows nothing: the next goes at once
                     reported = time.monotonic()
             elif isinstance(item, Ask):
@@ -340,19 +349,25 @@ def merged(items: list[Item]) -> list[Item]:
     """`items` with each run of consecutive text chunks of one kind (the agent's words, or its
     thoughts) joined into one chunk: one report instead of one per streamed delta."""
     out: list[Item] = []
-    run: tuple[str, list[str]] | None = None
+    run: tuple[str, Any, list[str]] | None = None  # kind, the agent's message id, texts
     for item in items:
         kind, text = _chunk_text(item)
-        if kind is not None and run is not None and run[0] == kind:
-            run[1].append(text)
+        message_id = item.update.get("messageId") if isinstance(item, Update) else None
+        if kind is not None and run is not None and run[0] == kind and run[1] == message_id:
+            run[2].append(text)
             continue
-        if run is not None and len(run[1]) > 1:
-            out[-1] = Update({"sessionUpdate": run[0], "content": {"type": "text", "text": "".join(run[1])}})
-        run = (kind, [text]) if kind is not None else None
+        if run is not None and len(run[2]) > 1:
+            out[-1] = _joined(run)
+        run = (kind, message_id, [text]) if kind is not None else None
         out.append(item)
-    if run is not None and len(run[1]) > 1:
-        out[-1] = Update({"sessionUpdate": run[0], "content": {"type": "text", "text": "".join(run[1])}})
+    if run is not None and len(run[2]) > 1:
+        out[-1] = _joined(run)
     return out
+
+
+def _joined(run: tuple[str, Any, list[str]]) -> Update:
+    update: dict[str, Any] = {"sessionUpdate": run[0], "content": {"type": "text", "text": "".join(run[2])}}
+    return Update(update if run[1] is None else update | {"messageId": run[1]})
 
 
 def _chunk_text(item: Item) -> tuple[str | None, str]:

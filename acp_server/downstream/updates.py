@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from adapters.base import Sink, ToolRefused
+from adapters.base import EditorFeatures, Sink, ToolRefused
 from adapters.events import (
     TOOL_KINDS,
     DiffContent,
@@ -37,6 +37,10 @@ STATUSES = frozenset({"pending", "in_progress", "completed", "failed"})
 SESSION_UPDATES = frozenset({"available_commands_update", "current_mode_update", "config_option_update"})
 PLAN_STATUSES = frozenset({"pending", "in_progress", "completed"})
 PRIORITIES = frozenset({"high", "medium", "low"})
+SESSION_NOTICES = frozenset({"notice", "compaction_update", "compaction_summary_chunk"})
+SEVERITIES = frozenset({"info", "warning", "error"})
+COMPACTION_STATUSES = frozenset({"in_progress", "completed", "failed", "cancelled"})
+SHOWS_NEITHER = EditorFeatures()  # an editor that advertised neither notices nor compaction
 
 
 class ToolCalls:
@@ -75,6 +79,7 @@ class ToolCalls:
         ours = self._sink.tool_call(
             _text(call.get("title")) or "Tool call",
             kind=_kind(call.get("kind")) or "other",
+            name=_text(call.get("name")),
             raw_input=call.get("rawInput"),
             locations=_locations(call.get("locations"), self.where) or (),
             tool_call_id=theirs or None,
@@ -133,13 +138,17 @@ class ToolCalls:
             self._sink.tool_update(ours, status="completed")
 
 
-def apply(update: Json, sink: Sink, tools: ToolCalls) -> None:
-    """Report one update of the turn (the session's own updates never come here)."""
+def apply(update: Json, sink: Sink, tools: ToolCalls, editor: EditorFeatures = SHOWS_NEITHER) -> None:
+    """Report one update of the turn (the session's own updates never come here); a notice or a
+    compaction only to an editor that advertised them (`editor`), as ACP asks of the agent."""
     kind = update.get("sessionUpdate")
+    if kind in SESSION_NOTICES:
+        _session_notice(update, sink, editor)
+        return
     if kind == "agent_message_chunk":
-        sink.text(_block_text(update.get("content")))
+        sink.text(_block_text(update.get("content")), message_id=_text(update.get("messageId")))
     elif kind == "agent_thought_chunk":
-        sink.thought(_block_text(update.get("content")))
+        sink.thought(_block_text(update.get("content")), message_id=_text(update.get("messageId")))
     elif kind == "tool_call":
         tools.update(update) if tools.ours(str(update.get("toolCallId"))) else tools.start(update)
     elif kind == "tool_call_update":
@@ -153,6 +162,29 @@ def apply(update: Json, sink: Sink, tools: ToolCalls) -> None:
             sink.title(title)
     else:  # user_message_chunk (an agent echoing a prompt), and kinds from later versions
         log.debug("agent update %r not reported", kind)
+
+
+def _session_notice(update: Json, sink: Sink, editor: EditorFeatures) -> None:
+    kind = update.get("sessionUpdate")
+    if kind == "notice" and editor.notices and (title := _text(update.get("title"))):
+        severity = update.get("severity")
+        sink.notice(
+            title,
+            severity=severity if severity in SEVERITIES else "info",
+            description=_text(update.get("description")),
+        )
+        return
+    compaction_id = _text(update.get("compactionId"))
+    if not editor.compaction or compaction_id is None:
+        return
+    if kind == "compaction_summary_chunk":
+        if text := _block_text(update.get("content")):
+            sink.compaction_chunk(compaction_id, text)
+        return
+    status = update.get("status")
+    if kind == "compaction_update" and status in COMPACTION_STATUSES:
+        summary = "".join(_block_text(block) for block in _list(update.get("summary"))) or None
+        sink.compaction(compaction_id, status, summary=summary, error=_text(update.get("error")))
 
 
 def _usage(update: Json, sink: Sink) -> None:

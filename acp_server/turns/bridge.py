@@ -112,9 +112,10 @@ class _Deltas:
     delta: type[TextDelta] | type[ThoughtDelta]
     parts: list[str]
     size: int
+    message_id: str | None = None
 
     def event(self) -> TextDelta | ThoughtDelta:
-        return self.delta("".join(self.parts))
+        return self.delta("".join(self.parts), self.message_id)
 
 
 class ThreadSink:
@@ -160,11 +161,16 @@ class ThreadSink:
             self.check_cancelled()
             if isinstance(item, TextDelta | ThoughtDelta):
                 last = self._buffer[-1] if self._buffer else None
-                if isinstance(last, _Deltas) and last.delta is type(item) and last.size < MERGE_LIMIT:
+                if (
+                    isinstance(last, _Deltas)
+                    and last.delta is type(item)
+                    and last.message_id == item.message_id
+                    and last.size < MERGE_LIMIT
+                ):
                     last.parts.append(item.text)
                     last.size += len(item.text)
                     return
-                self._buffer.append(_Deltas(type(item), [item.text], len(item.text)))
+                self._buffer.append(_Deltas(type(item), [item.text], len(item.text), item.message_id))
             else:
                 self._buffer.append(item)
                 if not isinstance(item, Ask):
@@ -188,13 +194,13 @@ class ThreadSink:
 
     # --- worker side: reports ------------------------------------------------------------
 
-    def text(self, text: str) -> None:
+    def text(self, text: str, *, message_id: str | None = None) -> None:
         if text:
-            self._stream(TextDelta(text))
+            self._stream(TextDelta(text, message_id))
 
-    def thought(self, text: str) -> None:
+    def thought(self, text: str, *, message_id: str | None = None) -> None:
         if text:
-            self._stream(ThoughtDelta(text))
+            self._stream(ThoughtDelta(text, message_id))
 
     def _stream(self, delta: TextDelta | ThoughtDelta) -> None:
         """The first delta of a run of them waits until the editor has it: an agent streaming

@@ -60,6 +60,8 @@ def tool_call_fields(event: ToolCallStarted) -> dict[str, Any]:
         "kind": event.tool_kind,
         "status": "pending",
     }
+    if event.name is not None:
+        fields["name"] = event.name
     if event.raw_input is not None:
         fields["rawInput"] = event.raw_input
     if event.locations:
@@ -115,13 +117,20 @@ def _session_notice(event: CompactionUpdated | CompactionChunk | NoticeShown) ->
     return update
 
 
-def to_update(event: RuntimeEvent) -> dict[str, Any] | None:
-    """The `update` object of a `session/update` notification for one event, or None."""
+def _chunk(kind: str, text: str, message_id: str | None) -> dict[str, Any]:
+    if message_id is None:
+        return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}, "messageId": message_id}
+
+
+def to_update(event: RuntimeEvent, message_id: str | None = None) -> dict[str, Any] | None:
+    """The `update` object of a `session/update` notification for one event, or None;
+    `message_id` (a chunk's, from `MessageIds`) is its `messageId`."""
     match event:
         case TextDelta(text=text):
-            return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+            return _chunk("agent_message_chunk", text, message_id)
         case ThoughtDelta(text=text):
-            return {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}}
+            return _chunk("agent_thought_chunk", text, message_id)
         case ToolCallStarted():
             return {"sessionUpdate": "tool_call", **tool_call_fields(event)}
         case ToolCallUpdated():
@@ -167,17 +176,56 @@ class OpenToolCalls:
         return closing
 
 
-def user_message_chunks(event: PromptReceived) -> list[dict[str, Any]]:
+# What ends a message: a chunk after one of these starts the next (whatever else passes
+# between two chunks, journal-only or live-only, does not, so replay numbers as live did).
+_MESSAGE_BREAKS = (ToolCallStarted, ToolCallUpdated, PlanUpdated, PromptReceived, TurnFinished)
+
+
+def prompt_message_id(run_id: str) -> str:
+    """The `messageId` of a run's prompt: the run's first message."""
+    return f"{run_id}:0"
+
+
+class MessageIds:
+    """The `messageId`s of one run's chunks, from its events alone, so a replay gives the ids the
+    editor was shown live without storing any: `<run id>:<n>`, n counting the run's messages
+    (its prompt is 0). Consecutive chunks of one kind are one message; a tool call, a plan or a
+    change of kind starts the next. An agent below's own id, when it sent one, is kept."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._count = 0
+        self._last: tuple[str, str | None] | None = None
+        self._current = ""
+
+    def see(self, event: RuntimeEvent) -> str | None:
+        """Call with every event of the run, in order; a chunk's message id, else None."""
+        if type(event) is TextDelta or type(event) is ThoughtDelta:  # per streamed chunk: kept cheap
+            key = (event.kind, event.message_id)
+            if key != self._last:
+                self._count += 1
+                self._last = key
+                self._current = event.message_id or f"{self.run_id}:{self._count}"
+            return self._current
+        if isinstance(event, _MESSAGE_BREAKS):
+            self._last = None
+        return None
+
+
+def user_message_chunks(event: PromptReceived, message_id: str | None = None) -> list[dict[str, Any]]:
     """A replayed prompt, block by block, as `user_message_chunk` updates; a follow-up's (the
     agent sent it) marked with its origin in `_meta`."""
-    meta = {} if event.origin is None else {"_meta": {"acp-server": {"origin": event.origin}}}
+    meta: dict[str, Any] = {} if event.origin is None else {"_meta": {"acp-server": {"origin": event.origin}}}
+    if message_id is not None:
+        meta["messageId"] = message_id
     return [{"sessionUpdate": "user_message_chunk", "content": block} | meta for block in event.blocks]
 
 
-def live_updates(event: RuntimeEvent) -> list[dict[str, Any]]:
+def live_updates(event: RuntimeEvent, ids: MessageIds | None = None) -> list[dict[str, Any]]:
     """What the editor is shown live of one event: `to_update`'s, and a follow-up's prompt (the
-    editor did not send it, so it has not shown it) as user message chunks."""
+    editor did not send it, so it has not shown it) as user message chunks. `ids`: the run's."""
+    message_id = None if ids is None else ids.see(event)
     if isinstance(event, PromptReceived) and event.origin is not None:
-        return user_message_chunks(event)
-    update = to_update(event)
+        return user_message_chunks(event, None if ids is None else prompt_message_id(ids.run_id))
+    update = to_update(event, message_id)
     return [] if update is None else [update]

@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from acp_server.turns.mapping import OpenToolCalls, to_update, user_message_chunks
+from acp_server.turns.mapping import MessageIds, OpenToolCalls, prompt_message_id, to_update, user_message_chunks
 from acp_server.turns.rich import RichReply
 from adapters.events import (
     CompactionChunk,
@@ -58,20 +58,23 @@ def interrupted_notice(run_id: str, ended_at: float | None) -> list[dict[str, An
     info: dict[str, Any] = {"sessionUpdate": "session_info_update", "_meta": {"acp-server": {"interruptedRun": run_id}}}
     if ended_at is not None:
         info["updatedAt"] = iso(ended_at)
-    return [{"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": INTERRUPTED_NOTICE}}, info]
+    notice = {"type": "text", "text": INTERRUPTED_NOTICE}
+    return [{"sessionUpdate": "agent_message_chunk", "content": notice, "messageId": f"{run_id}:interrupted"}, info]
 
 
 class _TextMerger:
-    """Collects consecutive deltas of one kind; `flush` maps them as one event."""
+    """Collects consecutive deltas of one kind and message; `flush` maps them as one event."""
 
     def __init__(self) -> None:
         self._kind: type[TextDelta] | type[ThoughtDelta] | None = None
+        self._message_id: str | None = None
         self._parts: list[str] = []
         self._size = 0
 
-    def add(self, event: TextDelta | ThoughtDelta) -> list[dict[str, Any]]:
-        flushed = self.flush() if type(event) is not self._kind or self._size >= REPLAY_CHUNK_CHARS else []
-        self._kind = type(event)
+    def add(self, event: TextDelta | ThoughtDelta, message_id: str | None) -> list[dict[str, Any]]:
+        joins = type(event) is self._kind and message_id == self._message_id and self._size < REPLAY_CHUNK_CHARS
+        flushed = [] if joins else self.flush()
+        self._kind, self._message_id = type(event), message_id
         self._parts.append(event.text)
         self._size += len(event.text)
         return flushed
@@ -79,7 +82,7 @@ class _TextMerger:
     def flush(self) -> list[dict[str, Any]]:
         if self._kind is None:
             return []
-        update = to_update(self._kind("".join(self._parts)))
+        update = to_update(self._kind("".join(self._parts)), self._message_id)
         self._kind, self._parts, self._size = None, [], 0
         return [update] if update is not None else []
 
@@ -127,9 +130,13 @@ class _Terminals:
         return tuple(swapped)
 
 
-def _failure_notice(event: TurnFinished) -> dict[str, Any]:
+def _failure_notice(event: TurnFinished, run_id: str) -> dict[str, Any]:
     text = f"\n\n_[The turn failed: {event.message or 'agent error'}]_"
-    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+    return {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": text},
+        "messageId": f"{run_id}:failed",
+    }
 
 
 class RunReplay:
@@ -142,11 +149,12 @@ class RunReplay:
         self._open_tools = OpenToolCalls()
         self._terminals = _Terminals()
         self._reply = RichReply(enabled=rich)
+        self._ids = MessageIds(run_id)
 
     def feed(self, event: RuntimeEvent) -> list[dict[str, Any]]:
         if type(event) is TextDelta:  # most events: text to merge, no tool call to track
             shown = self._reply.text(event)
-            return self._merger.add(shown) if shown is not None else []
+            return self._merger.add(shown, self._ids.see(shown)) if shown is not None else []
         self._open_tools.add(event)
         return [update for shown in self._reply.shown(event) for update in self._show(shown)]
 
@@ -164,13 +172,14 @@ class RunReplay:
         return updates
 
     def _show(self, event: RuntimeEvent) -> list[dict[str, Any]]:
+        message_id = self._ids.see(event)
         if isinstance(event, TextDelta | ThoughtDelta):
-            return self._merger.add(event)
+            return self._merger.add(event, message_id)
         updates = self._merger.flush()
         if isinstance(event, PromptReceived):
-            updates += user_message_chunks(event)
+            updates += user_message_chunks(event, prompt_message_id(self.run_id))
         elif isinstance(event, TurnFinished) and event.reason == "error":
-            updates.append(_failure_notice(event))
+            updates.append(_failure_notice(event, self.run_id))
         elif isinstance(event, LIVE_ONLY):
             pass
         elif isinstance(event, TerminalExited):

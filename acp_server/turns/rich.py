@@ -6,6 +6,7 @@ agent's raw text; what the editor is shown passes through one `RichReply` per ru
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from adapters.events import RuntimeEvent, TextDelta, TurnFinished
@@ -52,7 +53,7 @@ class RichReply:
         text = self._filter.feed(delta.text)
         if text and text is delta.text:
             return delta  # let through as it came (the filter's fast path): no new event
-        return TextDelta(text) if text else None
+        return replace(delta, text=text) if text else None
 
     def finish(self) -> list[RuntimeEvent]:
         """What is still held back (a fence the reply ended inside), drawn as it stands."""
