@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     from acp_server.cli.runner import add_command as add_runner_command
 
     add_runner_command(commands)
+    from acp_server.cli.pair import add_pair_command
+
+    add_pair_command(commands)
     from acp_server.cli.setup import add_command as add_setup_command
 
     add_setup_command(commands)
@@ -242,6 +245,10 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: Se
         from acp_server.cli.attach import run_attach_command
 
         return run_attach_command(args)
+    if args.command == "pair":
+        from acp_server.cli.pair import run_pair
+
+        return run_pair(args)
     if args.command == "runner":
         from acp_server.cli.runner import run_runner_command
 

@@ -1,8 +1,10 @@
 """Runner mode on the command line: the front (`acp-server --runner`), the runner itself
-(`acp-server runner serve`, started by a front), and `acp-server runner status|stop`.
+(`acp-server runner serve`, started by a front or by `runner start`), and `acp-server runner
+start|status|stop` (`acp-server pair` is in `cli.pair`).
 
 A runner is named after the options that change what it does (everything in the option table
-but logging and runner mode itself), so fronts with different options get different runners.
+but logging, runner mode itself and where it listens), so fronts with different options get
+different runners, and `runner start --listen` makes the runner a front finds listen.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from acp_server.cli.settings import SERVER_OPTIONS, SWITCH_ON, add_server_option
 if TYPE_CHECKING:
     from acp_server.acp.prompting import AgentOptions
     from acp_server.rpc.trace import Trace
+    from acp_server.runner.listen import ListenAddress
     from adapters.base import RuntimeAdapter
 
-NOT_HASHED = frozenset({"log_level", "log_file", "log_libraries", "runner"})
+NOT_HASHED = frozenset({"log_level", "log_file", "log_libraries", "runner", "listen", "tls_cert", "tls_key"})
 CONTROL_TIMEOUT = 10.0  # seconds `status` waits for each runner; `stop` waits longer (turns end)
 STOP_TIMEOUT = 30.0
 
@@ -49,6 +52,13 @@ def add_command(commands: Any) -> None:
     stop.add_argument("--pid", type=int, help="stop only the runner with this pid (runner status lists them)")
     serve = actions.add_parser("serve", help="be a runner (fronts start this; not for editors)")
     add_server_options(serve, defaults=False)
+    start = actions.add_parser(
+        "start",
+        help="start (or find) the runner of these server options; with --listen HOST:PORT it serves remote clients",
+        description="Exits 0 once the runner runs (and listens). A front with the same server options and "
+        "--runner reaches the same runner. `acp-server pair` gives a remote client its token.",
+    )
+    add_server_options(start, defaults=False)
 
 
 def _dest(flag: str) -> str:
@@ -80,6 +90,8 @@ def runner_argv(args: argparse.Namespace) -> list[str]:
     for flag, _spec in SERVER_OPTIONS:
         dest = _dest(flag)
         value = runner_config(args).get(dest, getattr(args, dest, None))
+        if dest in ("tls_cert", "tls_key") and value is not None:
+            value = os.path.abspath(str(value))
         if dest != "runner" and value is not None:
             argv += [flag, str(value)]
     return argv + agent_command_args(args)
@@ -93,8 +105,14 @@ def run_front(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     argv = runner_argv(args)
     try:
+        address = listen_address(args)
+    except ValueError as exc:
+        print(f"acp-server: {exc}", file=sys.stderr)
+        return 2
+    try:
         place = place_for(runner_config(args))  # OSError: no private directory for its socket
-        ensure_runner(place, argv)
+        if not ensure_runner(place, argv) and address is not None:
+            ask(place.control, b"listen " + json.dumps(address.as_json()).encode(), CONTROL_TIMEOUT)
         anyio.run(relay, place, lambda: ensure_runner(place, argv))
     except (RunnerStartError, OSError) as exc:
         print(f"acp-server: {exc}", file=sys.stderr)
@@ -102,9 +120,21 @@ def run_front(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
+def listen_address(args: argparse.Namespace) -> ListenAddress | None:
+    """`--listen` (or ACP_SERVER_LISTEN) with its TLS files; ValueError saying what is wrong."""
+    from acp_server.runner.listen import parse_listen
+
+    value = getattr(args, "listen", None)
+    if not value:
+        return None
+    return parse_listen(value, tls_cert=getattr(args, "tls_cert", None), tls_key=getattr(args, "tls_key", None))
+
+
 def run_runner_command(args: argparse.Namespace, parser: argparse.ArgumentParser, *, build: Build) -> int:
     if args.runner_command == "serve":
         return _serve_runner(args, parser, build)
+    if args.runner_command == "start":
+        return _start(args)
     if args.runner_command == "status":
         return _status(as_json=args.json)
     return _stop(args.pid)
@@ -120,6 +150,11 @@ def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, bui
 
     if args.runner_idle <= 0 or args.detached_wait <= 0:
         parser.error("--runner-idle and --detached-wait must be positive numbers of seconds")
+    try:
+        address = listen_address(args)
+    except ValueError as exc:
+        print(f"acp-server: {exc}", file=sys.stderr)
+        return 2
     adapter, options = build()
     place = place_for(runner_config(args))
     os.chdir("/")  # hold no directory of the front's open
@@ -137,7 +172,12 @@ def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, bui
         try:
             hub = Hub(adapter=adapter, options=options, journal=journal, detached_wait=args.detached_wait)
             runner = Runner(
-                hub=hub, place=place, idle=args.runner_idle, max_frame_bytes=args.max_frame_bytes, trace=trace
+                hub=hub,
+                place=place,
+                idle=args.runner_idle,
+                max_frame_bytes=args.max_frame_bytes,
+                trace=trace,
+                listen=address,
             )
             await runner.run(announce)
         finally:
@@ -161,7 +201,34 @@ def open_trace(path: str | None) -> Trace | None:
     return Trace.open(path, redact=redact, redact_text=redact_text)
 
 
-def _ask(path: Path, command: bytes, timeout: float) -> dict[str, Any] | None:
+def _start(args: argparse.Namespace) -> int:
+    """`runner start`: the runner of these options runs (and listens) when this returns 0."""
+    from acp_server.runner.front import RunnerStartError, ensure_runner
+    from acp_server.runner.paths import place_for
+
+    try:
+        address = listen_address(args)
+    except ValueError as exc:
+        print(f"acp-server: {exc}", file=sys.stderr)
+        return 2
+    try:
+        place = place_for(runner_config(args))
+        ensure_runner(place, runner_argv(args))
+    except (RunnerStartError, OSError) as exc:
+        print(f"acp-server: {exc}", file=sys.stderr)
+        return 1
+    command = b"listen " + json.dumps(address.as_json()).encode() if address is not None else b"status"
+    status = ask(place.control, command, CONTROL_TIMEOUT)
+    if status is None or "error" in status:
+        print(f"acp-server: {(status or {}).get('error', 'the runner did not answer')}", file=sys.stderr)
+        return 1
+    listen = status.get("listen")
+    where = f"listens on {listen['acpUrl']} (acp-server pair gives a client its token)" if listen else "runs"
+    print(f"runner pid {status['pid']} {where}")
+    return 0
+
+
+def ask(path: Path, command: bytes, timeout: float) -> dict[str, Any] | None:
     """One control command's answer; None when nothing answers there (a stale file is removed)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
@@ -185,14 +252,14 @@ def _ask(path: Path, command: bytes, timeout: float) -> dict[str, Any] | None:
     return answer if isinstance(answer, dict) else None  # pyright: ignore[reportUnknownVariableType] -- JSON
 
 
-def _controls() -> list[Path]:
+def controls() -> list[Path]:
     from acp_server.runner.paths import runtime_dir
 
     return sorted(runtime_dir().glob("runner-*.ctl"))
 
 
 def running(timeout: float = CONTROL_TIMEOUT) -> list[dict[str, Any]]:
-    return [status for path in _controls() if (status := _ask(path, b"status", timeout)) is not None]
+    return [status for path in controls() if (status := ask(path, b"status", timeout)) is not None]
 
 
 def _status(*, as_json: bool) -> int:
@@ -209,20 +276,21 @@ def _status(*, as_json: bool) -> int:
             f"live turns {runner['liveTurns']}  connections {runner['connections']}  "
             f"up {runner['uptime']:.0f} s\n  socket {runner['socket']}\n  log {runner['log']}"
         )
+        if runner.get("listen"):
+            listen = runner["listen"]
+            print(f"  listens on {listen['acpUrl']} ({listen['remoteConnections']} remote connection(s))")
     return 0
 
 
 def _stop(pid: int | None = None) -> int:
     """Stop every runner, or the one with `pid` (exit status 1 when none has it)."""
-    controls = _controls()
+    paths = controls()
     if pid is not None:
-        controls = [
-            path for path in controls if (status := _ask(path, b"status", CONTROL_TIMEOUT)) and status["pid"] == pid
-        ]
-        if not controls:
+        paths = [path for path in paths if (status := ask(path, b"status", CONTROL_TIMEOUT)) and status["pid"] == pid]
+        if not paths:
             print(f"acp-server: no runner has pid {pid} (acp-server runner status lists them)", file=sys.stderr)
             return 1
-    stopped = [answer for path in controls if (answer := _ask(path, b"stop", STOP_TIMEOUT)) is not None]
+    stopped = [answer for path in paths if (answer := ask(path, b"stop", STOP_TIMEOUT)) is not None]
     for answer in stopped:
         print(f"stopped runner pid {answer['pid']} (cancelled {answer['cancelled']} live turn(s))")
     if not stopped:

@@ -173,6 +173,16 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
         },
     ),
     (
+        "--listen",
+        {
+            "help": "runner mode: the runner also serves ACP to remote clients at http://HOST:PORT/acp "
+            "(WebSocket and Streamable HTTP; loopback unless TLS is on; see docs/runner.md)",
+            "metavar": "HOST:PORT",
+        },
+    ),
+    ("--tls-cert", {"help": "runner mode: the certificate (PEM) --listen serves TLS with", "metavar": "FILE"}),
+    ("--tls-key", {"help": "runner mode: the private key (PEM) of --tls-cert", "metavar": "FILE"}),
+    (
         "--detached-wait",
         {
             "help": "runner mode: seconds a question waits for an editor to attach before it fails closed "

@@ -1,8 +1,9 @@
 """The runner process: ACP over a Unix domain socket, one `RunnerAgent` per connection, over one
-`Hub`; a control socket beside it answers `status` and `stop`.
+`Hub`, and (with `--listen`, or when told to) over its remote endpoint (`runner.web`); a control
+socket beside it answers `status`, `stop`, `listen`, `pair` and `revoke`.
 
 Only the runner's own user may connect (peer credentials); the socket lives in a 0700 directory.
-It exits after `idle` seconds with no connection and no live turn, on `stop` (after cancelling
+It exits after `idle` seconds with no connection and no live turn (never while it listens), on `stop` (after cancelling
 its live turns) and on SIGTERM (likewise).
 """
 
@@ -26,12 +27,16 @@ from acp_server.acp.server import serve
 from acp_server.rpc.trace import Trace, TracedWriter, traced_frames
 from acp_server.rpc.wire import Frame, FrameWriter, split_lines
 from acp_server.runner.hub import Hub
+from acp_server.runner.listen import ListenAddress
 from acp_server.runner.paths import RunnerPlace, peer_uid, same_user
+from acp_server.runner.tokens import TokenStore
+from acp_server.runner.web import RemoteEndpoint
 
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 16
 CONTROL_TIMEOUT = 5.0
+CONTROL_BYTES = 1 << 14
 
 
 class SocketFrameWriter:
@@ -78,9 +83,19 @@ class Runner:
     """One runner: the hub, its listeners, and when to stop."""
 
     def __init__(
-        self, *, hub: Hub, place: RunnerPlace, idle: float, max_frame_bytes: int, trace: Trace | None = None
+        self,
+        *,
+        hub: Hub,
+        place: RunnerPlace,
+        idle: float,
+        max_frame_bytes: int,
+        trace: Trace | None = None,
+        listen: ListenAddress | None = None,
     ) -> None:
         self.hub = hub
+        self.listen = listen
+        self.endpoint: RemoteEndpoint | None = None
+        self._tasks: TaskGroup | None = None
         self.trace = trace  # every connection's frames, in one file
         self.place = place
         self.idle = idle
@@ -97,6 +112,9 @@ class Runner:
         ours = {path: path.stat().st_ino for path in (self.place.socket, self.place.control)}
         try:
             async with anyio.create_task_group() as tasks:
+                self._tasks = tasks
+                if self.listen is not None:
+                    await self.start_endpoint(self.listen)
                 accepting = anyio.CancelScope()
                 tasks.start_soon(self._accept, listener, tasks, accepting)
                 tasks.start_soon(control.serve, self._control)
@@ -124,7 +142,7 @@ class Runner:
         hub = self.hub
         while not self._stop.is_set():
             changed = hub.changed
-            if hub.connections or hub.live_turns:
+            if hub.connections or hub.live_turns or self.endpoint is not None:
                 await _first(changed.wait, self._stop.wait)
                 continue
             with anyio.move_on_after(self.idle) as idle:
@@ -179,16 +197,57 @@ class Runner:
             "connections": hub.connections,
             "liveTurns": hub.live_turns,
             "uptime": round(time.time() - self.started, 3),
+            "listen": self.endpoint.status() if self.endpoint is not None else None,
         }
+
+    async def start_endpoint(self, address: ListenAddress) -> None:
+        """Listen for remote clients at `address` (once: a second call changes nothing)."""
+        if self.endpoint is not None:
+            return
+        assert self._tasks is not None
+        endpoint = RemoteEndpoint(
+            hub=self.hub,
+            tokens=TokenStore(self.place.tokens),
+            address=address,
+            max_frame_bytes=self.max_frame_bytes,
+            trace=self.trace,
+        )
+        await self._tasks.start(endpoint.run)
+        self.endpoint = endpoint
+        self.hub.touch()
+
+    async def _answer(self, command: bytes) -> dict[str, Any] | None:
+        """The answer to a control command other than `stop`; None for an unknown one."""
+        word, _, rest = command.partition(b" ")
+        if word == b"status":
+            return self.status()
+        if word == b"listen":
+            try:
+                await self.start_endpoint(ListenAddress.from_json(json.loads(rest)))
+            except (OSError, ValueError, KeyError) as exc:
+                return {"error": f"cannot listen there: {exc}"}
+            return self.status()
+        if word == b"pair":
+            endpoint = self.endpoint
+            if endpoint is None:
+                return {"error": "this runner does not listen"}
+            token = endpoint.tokens.mint(read_only=rest.strip() == b"read-only")
+            return {"url": f"{endpoint.url}/#token={token}", "acp_url": f"{endpoint.url}/acp", "token": token}
+        if word == b"revoke":
+            closed = self.endpoint.revoke() if self.endpoint is not None else 0
+            TokenStore(self.place.tokens).revoke()
+            return {"pid": os.getpid(), "revoked": True, "closed": closed}
+        return None
 
     async def _control(self, stream: SocketStream) -> None:
         try:
             if not allowed(stream):
                 return
             with anyio.fail_after(CONTROL_TIMEOUT):
-                command = (await stream.receive(1024)).strip()
-            if command == b"status":
-                await stream.send(json.dumps(self.status()).encode() + b"\n")
+                command = (await stream.receive(CONTROL_BYTES)).strip()
+            answer = await self._answer(command) if command != b"stop" else None
+            if answer is not None:
+                await stream.send(json.dumps(answer).encode() + b"\n")
             elif command == b"stop":
                 live = self.hub.live_turns
                 await self.hub.stop_turns()

@@ -75,6 +75,11 @@ class RunnerPlace:
     def log(self) -> Path:
         return data_dir() / f"{self.key}.log"
 
+    @property
+    def tokens(self) -> Path:
+        """The digests of the remote endpoint's pairing tokens (kept across runner restarts)."""
+        return data_dir() / f"{self.key}.tokens"
+
 
 def place_for(config: dict[str, object]) -> RunnerPlace:
     canonical = json.dumps(config, sort_keys=True, default=str)
