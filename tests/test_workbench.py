@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 from installs import unavailable
 from runner_fronts import Front, cli, runners, short_runtime_dir, stop_runners
+from schema_check import check_agent_frame
 
+HOSTILE = (
+    '<img src=x onerror="window.pwned=1"> <script>window.pwned=2</script>\n\n'
+    "[upper](JAVASCRIPT:window.pwned=3) [data](data:text/html,<b>x</b>) [rel](/acp) "
+    '[spaced]( javascript:window.pwned=4) <a href="javascript:window.pwned=5">raw</a> **end**'
+)
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 BEFORE = [f"m{n} " for n in range(20)]
@@ -55,6 +61,17 @@ SCRIPT = {
                     "ask": True,
                     "write_file": {"path": "OTHER.md", "content": "x\n"},
                 }
+            ],
+        },
+        {
+            "match": "hostile",
+            "steps": [
+                {"say": HOSTILE},
+                {
+                    "tool": '<img src=x onerror="window.pwned=1">',
+                    "kind": "execute",
+                    "result": "<script>pwned=2</script>",
+                },
             ],
         },
         {"match": "", "steps": [{"say": "Heard you."}]},
@@ -99,7 +116,7 @@ def browser(tmp_path) -> Iterator[Any]:
         "--window-size=1280,800",
     ):
         options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
     try:
         yield driver
@@ -137,6 +154,24 @@ def frames_until(front: Front, stop: Callable[[dict[str, Any]], bool]) -> list[d
         seen.append(frame)
         if stop(frame):
             return seen
+
+
+def check_page_frames(driver: Any) -> int:
+    """Every WebSocket frame the runner sent the page (from Chromium's DevTools log) checked against
+    the ACP schema; how many there were."""
+    sent: dict[Any, str] = {}
+    received = []
+    for entry in driver.get_log("performance"):
+        event = json.loads(entry["message"])["message"]
+        if event["method"] == "Network.webSocketFrameSent":
+            frame = json.loads(event["params"]["response"]["payloadData"])
+            if "method" in frame and "id" in frame:
+                sent[frame["id"]] = frame["method"]
+        elif event["method"] == "Network.webSocketFrameReceived":
+            received.append(json.loads(event["params"]["response"]["payloadData"]))
+    for frame in received:
+        check_agent_frame(frame, None if "method" in frame else sent.get(frame.get("id")))
+    return len(received)
 
 
 def markers(text: str) -> list[str]:
@@ -212,6 +247,7 @@ def test_a_session_started_at_a_stdio_front_is_watched_approved_and_continued_fr
         front.wait()
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == []  # nothing refused by the CSP, no script errors
+    assert check_page_frames(browser) > 20
 
 
 def shots(driver: Any, tmp_path: Path) -> None:
@@ -266,3 +302,65 @@ def test_the_page_is_served_with_a_strict_content_security_policy_and_no_token(r
             urllib.request.urlopen(base + missing)
         assert refused.value.code == 404
     assert runners()[0]["listen"]["url"] == base
+
+
+def tab_titles(driver: Any) -> list[str]:
+    return [t["title"] for t in driver.execute_cdp_cmd("Target.getTargets", {})["targetInfos"] if t["type"] == "page"]
+
+
+def test_keys_a_question_in_a_background_tab_and_hostile_model_text(tmp_path, runner_options, browser):
+    paired = listen(runner_options)
+    front = Front(*runner_options)
+    try:
+        session_id = front.start_session(str(tmp_path))
+        front.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "hostile"}]})
+        browser.get(paired["url"])
+        open_session(browser, session_id)
+        reply = wait(browser, lambda d: find(d, ".message.agent"), "the hostile reply")[-1]
+        assert not find(browser, "#view img, #view script, #view b")  # raw HTML stayed text
+        assert [a.get_attribute("href") for a in find(reply, "a")] == []  # no javascript:, data: or relative link
+        assert '<img src=x onerror="window.pwned=1">' in reply.text and "end" in find(reply, "strong")[0].text
+        assert "<img src=x" in find(browser, ".tool .tool-title")[0].text
+        assert browser.execute_script("return window.pwned") is None
+
+        box = find(browser, "#message")[0]
+        from selenium.webdriver.common.keys import Keys
+
+        box.send_keys("line one", Keys.SHIFT, Keys.ENTER, Keys.SHIFT, "line two")  # Shift+Enter: a new line
+        assert box.get_attribute("value") == "line one\nline two"
+        box.send_keys(Keys.ENTER)
+        wait(browser, lambda d: "Heard you." in find(d, ".log")[0].text, "the reply")
+        assert find(browser, ".message.user .body")[-1].text == "line one\nline two"
+
+        page = browser.current_window_handle
+        browser.switch_to.new_window("tab")  # the workbench is now a background tab
+        wait(browser, lambda d: not d.execute_script("return document.hidden"), "the new tab in front")
+        asking = front.request(
+            "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "ask again"}]}
+        )
+        wait(browser, lambda d: any(t.startswith("waiting for you") for t in tab_titles(d)), "the waiting title")
+        browser.close()
+        browser.switch_to.window(page)
+        wait(browser, lambda d: find(d, ".question"), "the question")
+        find(browser, "#message")[0].send_keys(Keys.ESCAPE)  # Esc cancels the turn
+        answer = frames_until(front, lambda f: f.get("id") == asking and "method" not in f)[-1]
+        assert answer["result"]["stopReason"] == "cancelled"
+        wait(browser, lambda d: not find(d, ".question"), "the question withdrawn")
+        wait(browser, lambda d: not d.title.startswith("waiting for you"), "the title restored")
+    finally:
+        front.close_stdin()
+        front.wait()
+    check_page_frames(browser)
+
+
+def test_the_page_follows_the_systems_light_or_dark_setting(tmp_path, runner_options, browser):
+    paired = listen(runner_options)
+    browser.get(paired["url"])
+    wait(browser, lambda d: find(d, ".session-list"), "the session list")
+    backgrounds = []
+    for scheme in ("light", "dark"):
+        browser.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]}
+        )
+        backgrounds.append(browser.execute_script("return getComputedStyle(document.body).backgroundColor"))
+    assert backgrounds == ["rgb(251, 251, 250)", "rgb(20, 20, 22)"]
