@@ -71,7 +71,7 @@ async function isReadOnly() {
 }
 
 async function showSessions() {
-  if (current && !readOnly) rpc.call("session/close", { sessionId: current.sessionId }).catch(() => {});
+  if (current && !readOnly) await rpc.call("session/close", { sessionId: current.sessionId }).catch(() => {});
   current = null;
   back.hidden = true;
   heading.textContent = "Sessions";
