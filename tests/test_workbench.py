@@ -25,6 +25,28 @@ HOSTILE = (
     "[upper](JAVASCRIPT:window.pwned=3) [data](data:text/html,<b>x</b>) [rel](/acp) "
     '[spaced]( javascript:window.pwned=4) <a href="javascript:window.pwned=5">raw</a> **end**'
 )
+HAUI = {
+    "schema": "hermes.adaptive-ui",
+    "version": 1,
+    "blocks": [
+        {"type": "stat", "label": "Tests", "value": 412, "delta": "+12", "trend": "up"},
+        {"type": "table", "columns": ["Suite", "Time (s)"], "rows": [["unit <b>", 1.5], ["e2e | slow", 40]]},
+        {
+            "type": "chart",
+            "kind": "bar",
+            "title": "Runtime",
+            "labels": ["mon", "tue"],
+            "series": [{"name": "e2e", "values": [40, 38]}],
+        },
+        {
+            "type": "actions",
+            "items": [
+                {"label": "Evil", "action": "open_url", "value": "javascript:alert(1)"},
+                {"label": "CI", "action": "open_url", "value": "https://ci.example.com/r/7"},
+            ],
+        },
+    ],
+}
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 BEFORE = [f"m{n} " for n in range(20)]
@@ -73,6 +95,10 @@ SCRIPT = {
                     "result": "<script>pwned=2</script>",
                 },
             ],
+        },
+        {
+            "match": "haui",
+            "steps": [{"say": "The suite is green.\n```hermes-ui\n"}, {"say": json.dumps(HAUI)}, {"say": "\n```\n"}],
         },
         {"match": "", "steps": [{"say": "Heard you."}]},
     ]
@@ -364,3 +390,30 @@ def test_the_page_follows_the_systems_light_or_dark_setting(tmp_path, runner_opt
         )
         backgrounds.append(browser.execute_script("return getComputedStyle(document.body).backgroundColor"))
     assert backgrounds == ["rgb(251, 251, 250)", "rgb(20, 20, 22)"]
+
+
+def test_a_haui_reply_is_drawn_as_tables_with_numbers_right_aligned_and_never_as_json(
+    tmp_path, runner_options, browser
+):
+    paired = listen(runner_options)
+    front = Front(*runner_options)
+    try:
+        session_id = front.start_session(str(tmp_path))
+        front.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "haui"}]})
+    finally:
+        front.close_stdin()
+        front.wait()
+    browser.get(paired["url"])
+    open_session(browser, session_id)
+    tables = wait(browser, lambda d: find(d, ".message.agent table"), "the tables")
+    assert [[c.text for c in find(row, "th, td")] for row in find(tables[0], "tr")] == [
+        ["Suite", "Time (s)"],
+        ["unit <b>", "1.5"],  # the server's escapes shown as the characters they stand for
+        ["e2e | slow", "40"],
+    ]
+    assert [c.get_attribute("class") for c in find(tables[0], "td")] == ["", "align-right"] * 2
+    assert [c.text for c in find(tables[1], "td")] == ["mon", "40", "tue", "38"]  # the chart's numbers
+    reply = find(browser, ".message.agent")[-1]
+    assert "hermes.adaptive-ui" not in reply.text and "{" not in reply.text
+    assert [a.get_attribute("href") for a in find(reply, "a")] == ["https://ci.example.com/r/7"]
+    assert "412" in find(reply, "p")[1].text
