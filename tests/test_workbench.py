@@ -229,6 +229,7 @@ def test_a_session_started_at_a_stdio_front_is_watched_approved_and_continued_fr
         question = wait(browser, lambda d: find(d, ".question"), "the permission question")[0]
         assert "Write NOTES.md" in question.text and "+ the notes" in question.text  # the diff to approve
         assert markers(find(browser, ".log")[0].text) == [w.strip() for w in BEFORE]
+        shot(browser, tmp_path, "question-phone", 390, 844, mobile=True)
         allow = [b for b in find(question, "button") if b.get_attribute("class") == "option option-allow_once"]
         allow[0].click()
 
@@ -274,6 +275,17 @@ def test_a_session_started_at_a_stdio_front_is_watched_approved_and_continued_fr
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == []  # nothing refused by the CSP, no script errors
     assert check_page_frames(browser) > 20
+
+
+def shot(driver: Any, tmp_path: Path, name: str, width: int, height: int, *, mobile: bool = False) -> None:
+    """A screenshot of what is on screen at this size, the last question scrolled into view."""
+    into = Path(os.environ.get("ACP_WORKBENCH_SCREENSHOTS", tmp_path))
+    metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    wait(driver, lambda d: d.execute_script("return window.innerWidth") == width, f"a {width} px window")
+    driver.execute_script("document.querySelector('.question:last-child')?.scrollIntoView({block: 'end'})")
+    driver.save_screenshot(str(into / f"workbench-{name}.png"))
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 def shots(driver: Any, tmp_path: Path) -> None:
@@ -373,6 +385,16 @@ def test_keys_a_question_in_a_background_tab_and_hostile_model_text(tmp_path, ru
         assert answer["result"]["stopReason"] == "cancelled"
         wait(browser, lambda d: not find(d, ".question"), "the question withdrawn")
         wait(browser, lambda d: not d.title.startswith("waiting for you"), "the title restored")
+
+        from selenium.webdriver.support.ui import Select
+
+        haui = '.options-bar select[data-config-id="haui"]'
+        assert [o.get_attribute("value") for o in find(browser, haui + " option")] == ["on", "off"]
+        Select(find(browser, haui)[0]).select_by_value("off")  # session/set_config_option
+        wait(browser, lambda d: find(d, haui + ' option[value="off"]')[0].is_selected(), "the option changed")
+        browser.refresh()  # the token is still in this tab's sessionStorage; the option is the runner's
+        open_session(browser, session_id)
+        wait(browser, lambda d: find(d, haui + ' option[value="off"]')[0].is_selected(), "the option after a reload")
     finally:
         front.close_stdin()
         front.wait()

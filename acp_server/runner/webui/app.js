@@ -6,6 +6,7 @@ import { Rpc } from "./rpc.js";
 import { listSessions, sessionsView } from "./sessions.js";
 import { Transcript } from "./transcript.js";
 import { Composer, Questions } from "./controls.js";
+import { Options } from "./options.js";
 
 const READ_ONLY_REFUSED = -32003;
 const TITLE = "acp-server workbench";
@@ -84,7 +85,7 @@ async function openSession(session) {
   const info = (session._meta && session._meta["acp-server"]) || {};
   const transcript = new Transcript();
   const questions = new Questions();
-  current = { sessionId: session.sessionId, transcript, questions, composer: null };
+  current = { sessionId: session.sessionId, transcript, questions, composer: null, options: null };
   heading.textContent = session.title || "Untitled session";
   transcript.onTitle = (title) => { heading.textContent = title; };
   questions.onOpen = questionOpened;
@@ -97,6 +98,9 @@ async function openSession(session) {
   bar.append(where, transcript.usage);
   const parts = [bar, transcript.root, questions.root];
   if (!readOnly) {
+    current.options = new Options(rpc, session.sessionId);
+    current.options.onError = (error) => say(`could not change the option: ${error.message}`, "error");
+    bar.append(current.options.root);
     current.composer = new Composer(rpc, session.sessionId);
     current.composer.onStart = (text) => transcript.userMessage(text);
     current.composer.onError = (error) => say(`prompt failed: ${error.message}`, "error");
@@ -105,7 +109,8 @@ async function openSession(session) {
   view.replaceChildren(...parts);
   view.dataset.sessionId = session.sessionId;
   try {
-    await rpc.call("session/load", { sessionId: session.sessionId, cwd: session.cwd, mcpServers: [] });
+    const loaded = await rpc.call("session/load", { sessionId: session.sessionId, cwd: session.cwd, mcpServers: [] });
+    if (current && current.options) current.options.show(loaded.configOptions);
     view.dataset.loaded = "true";
   } catch (error) {
     say(`could not open the session: ${error.message}`, "error");
@@ -114,6 +119,9 @@ async function openSession(session) {
 
 function notified(method, params) {
   if (method === "session/update" && current && params.sessionId === current.sessionId) {
+    if (params.update.sessionUpdate === "config_option_update" && current.options) {
+      current.options.show(params.update.configOptions);
+    }
     current.transcript.apply(params.update);
   } else if (method === "$/cancel_request" && current) {
     current.questions.withdraw(params.requestId);
