@@ -110,6 +110,7 @@ async function openSession(session) {
   view.dataset.sessionId = session.sessionId;
   try {
     const loaded = await rpc.call("session/load", { sessionId: session.sessionId, cwd: session.cwd, mcpServers: [] });
+    transcript.loaded();
     if (current && current.options) current.options.show(loaded.configOptions);
     view.dataset.loaded = "true";
   } catch (error) {

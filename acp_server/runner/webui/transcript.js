@@ -26,10 +26,19 @@ export class Transcript {
     this.current = null;  // the message chunks are joining into
     this.dirty = new Set();
     this.onTitle = () => {};
+    this.loading = true;
+  }
+
+  loaded() {
+    this.loading = false;
+    this.flush();
+    this.scrollSoon();
   }
 
   apply(update) {
-    const stick = this.atBottom();
+    // while the history loads, no layout is read per update (that made opening a long session
+    // quadratic); `loaded` scrolls to the end once
+    const stick = !this.loading && this.atBottom();
     const kind = update.sessionUpdate;
     if (kind in MESSAGES) this.chunk(MESSAGES[kind], update.content);
     else if (kind === "tool_call" || kind === "tool_call_update") this.tool(update);
