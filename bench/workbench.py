@@ -1,8 +1,8 @@
 """Benchmark: the workbench page opening a long session. A stdio front runs N short turns (each
 reply a little Markdown: bold, code, a link, a list) on a listening runner; then headless Chromium
 opens the pair URL and the session, and this prints the time from the click to the history loaded
-(`session/load` answered) and to the first paint after it, the page's DOM size, and the time to
-scroll from the top to the bottom. A benchmark, not a test: nothing is asserted about speed.
+(`session/load` answered) and to the first paint after it, the page's DOM size, and the time each
+frame takes while scrolling from the top to the bottom. A benchmark, not a test: nothing is asserted about speed.
 
     .venv/bin/python bench/workbench.py [--turns 200,2000]
 """
@@ -10,6 +10,7 @@ scroll from the top to the bottom. A benchmark, not a test: nothing is asserted 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -64,6 +65,7 @@ def measure(turns: int, tmp: str) -> dict[str, float]:
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support.ui import WebDriverWait
 
+        driver.set_script_timeout(300)
         driver.get(url)
         row = WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "li.session button"))
         clicked = driver.execute_script("return performance.now()")
@@ -72,12 +74,14 @@ def measure(turns: int, tmp: str) -> dict[str, float]:
         loaded = driver.execute_script("return performance.now()")
         painted = driver.execute_async_script(PAINTED)
         nodes = driver.execute_script("return document.getElementsByTagName('*').length")
-        top = driver.execute_script("window.scrollTo(0, 0); return performance.now()")
-        scrolled = driver.execute_async_script(
-            "const done = arguments[0]; const step = () => { window.scrollBy(0, 800);"
-            " if (window.scrollY + innerHeight >= document.scrollingElement.scrollHeight - 1) done(performance.now());"
-            " else requestAnimationFrame(step); }; requestAnimationFrame(step);"
+        driver.execute_script("window.scrollTo(0, 0)")
+        frames = driver.execute_async_script(
+            "const done = arguments[0]; const times = [performance.now()]; const step = () => {"
+            " times.push(performance.now()); window.scrollBy(0, 800);"
+            " if (window.scrollY + innerHeight >= document.scrollingElement.scrollHeight - 1 || times.length > 5000)"
+            " done(times); else requestAnimationFrame(step); }; requestAnimationFrame(step);"
         )
+        gaps = sorted(b - a for a, b in itertools.pairwise(frames[1:]))
     finally:
         driver.quit()
         subprocess.run([*cli, "runner", "stop"], env=env, cwd=REPO, check=True, capture_output=True)
@@ -86,7 +90,9 @@ def measure(turns: int, tmp: str) -> dict[str, float]:
         "loaded": loaded - clicked,
         "painted": painted - clicked,
         "nodes": nodes,
-        "scroll": scrolled - top,
+        "frames": len(gaps),
+        "median": gaps[len(gaps) // 2],
+        "p95": gaps[int(len(gaps) * 0.95)],
     }
 
 
@@ -100,7 +106,8 @@ def main() -> int:
             print(
                 f"{turns:5} turns (made in {got['made']:.1f} s): click -> history loaded {got['loaded']:.0f} ms, "
                 f"-> first paint {got['painted']:.0f} ms; {got['nodes']} DOM elements; "
-                f"scrolled top to bottom (800 px a frame) in {got['scroll']:.0f} ms"
+                f"scrolling top to bottom, 800 px a frame: {got['frames']} frames, "
+                f"median {got['median']:.0f} ms, p95 {got['p95']:.0f} ms a frame"
             )
     return 0
 
