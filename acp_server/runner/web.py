@@ -29,6 +29,7 @@ from starlette.websockets import WebSocket
 from acp_server.rpc.trace import Trace
 from acp_server.runner.hub import Hub
 from acp_server.runner.listen import ListenAddress, bind, endpoint_server
+from acp_server.runner.page import page_routes
 from acp_server.runner.remote import (
     SESSION_SCOPED_METHODS,
     HttpSink,
@@ -92,7 +93,11 @@ class RemoteEndpoint:
         self.connections: dict[str, RemoteConnection] = {}  # every open one, HTTP and WebSocket
         self._tasks: TaskGroup | None = None
         self.app = Starlette(
-            routes=[Route("/acp", self.http, methods=["GET", "POST", "DELETE"]), WebSocketRoute("/acp", self.websocket)]
+            routes=[
+                Route("/acp", self.http, methods=["GET", "POST", "DELETE"]),
+                WebSocketRoute("/acp", self.websocket),
+                *page_routes(self._page_host, tls=address.tls),  # the workbench (docs/workbench.md)
+            ]
         )
 
     @property
@@ -145,6 +150,9 @@ class RemoteEndpoint:
         if grant is None:
             return _text("Unauthorized: a pairing token is needed (acp-server pair)", 401, WWW_Authenticate="Bearer")
         return grant
+
+    def _page_host(self, request: Request) -> bool:
+        return self._our_host(request.headers.get("host", "").lower(), request.scope.get("server"))
 
     def _our_host(self, host: str, server: tuple[str, int] | None) -> bool:
         name, _, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
