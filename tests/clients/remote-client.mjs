@@ -18,6 +18,9 @@
 // subprotocol `acp.bearer.<token>` beside `acp`, as a browser must (Node's WebSocket, like a
 // browser's, cannot set headers); over HTTP it is `Authorization: Bearer`.
 //
+// Each finished step is also reported at once, as a line `step CALL` on stderr (so a test can act
+// while this client is still attached, e.g. once its session/load is answered).
+//
 // Prints one JSON summary: every message received (raw, in order), our requests' methods by id,
 // each step's result or error, and problems (SDK console errors, unhandled rejections).
 
@@ -135,6 +138,7 @@ for (const step of steps) {
     const result = await withTimeout(agent.request(step.call, substitute(step.params)), step.call);
     if (result && typeof result.sessionId === "string") sessionId = result.sessionId;
     results.push({ call: step.call, result });
+    process.stderr.write(`step ${step.call}\n`);
   } catch (error) {
     results.push({ call: step.call, error: { code: error?.code ?? null, message: String(error?.message ?? error), data: error?.data ?? null } });
   }
