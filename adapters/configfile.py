@@ -39,6 +39,10 @@ def read_config(path: str) -> bytes | None:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    except PermissionError:
+        if not os.access(os.path.dirname(path) or ".", os.X_OK):
+            return None  # a directory we may not enter holds no file of ours we could see
+        raise ConfigFileError(f"the config file {path} cannot be read: permission denied") from None
     except OSError as exc:
         raise ConfigFileError(f"the config file {path} cannot be read: {exc.strerror or exc}") from None
     try:

@@ -155,7 +155,8 @@ def test_a_turn_left_running_in_the_editor_is_answered_from_a_paired_remote_clie
     for seen in (shown(answered), shown(watched), updates(at_front)):
         assert shown_text(seen) == PREAMBLE + "Done." and completed(seen, call_id)
     assert text(at_front) == PREAMBLE + "Done."
-    assert shown(answered)[0] == {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "notes"}}
+    prompt_shown = {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "notes"}}
+    assert shown(answered)[0] == {**prompt_shown, "messageId": f"{_run_of(shown(answered))}:0"}  # the prompt is :0
     assert (tmp_path / "notes.md").read_text() == "shared notes\n"
     front.close_stdin()
     assert front.wait() == 0
@@ -176,3 +177,8 @@ def _turn_updates(shown_updates: list[dict[str, Any]]) -> tuple[str, list[dict[s
     its prompt and tool calls (not the session's commands or info)."""
     kinds = ("user_message_chunk", "tool_call", "tool_call_update")
     return shown_text(shown_updates), [u for u in shown_updates if u["sessionUpdate"] in kinds]
+
+
+def _run_of(seen: list[dict[str, Any]]) -> str:
+    """The run id the first chunk's message id names (`RUN:N`)."""
+    return next(u["messageId"] for u in seen if "messageId" in u).rsplit(":", 1)[0]
