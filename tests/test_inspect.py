@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -81,7 +82,7 @@ def test_runs_events_and_export_show_the_raw_journal_without_secrets(journal_wit
     listed = acp("events", run_id, "--db", db, "--json", cwd=tmp_path).stdout
     events = [json.loads(line) for line in listed.splitlines()]
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
-    assert all(e["event_id"] == f"{run_id}:{e['seq']}" for e in events)
+    assert all(e["eventId"] == f"{run_id}:{e['seq']}" for e in events)
     assert events[0]["type"] == "prompt" and events[-1]["type"] == "done" and events[-1]["terminal"]
     later = [
         json.loads(line)
@@ -110,7 +111,9 @@ def test_an_unknown_session_or_run_is_a_clear_error(journal_with_a_session, tmp_
 # --- a newcomer's journal commands ---------------------------------------------------------
 
 # The envelope the durability policy (docs/sessions.md) promises for every event, in `events` and `export`.
-ENVELOPE = ["event_id", "seq", "run_id", "session_id", "type", "created_at", "terminal", "payload"]
+ENVELOPE = ["eventId", "seq", "runId", "sessionId", "type", "createdAt", "terminal", "payload"]
+# How every journal command prints a time: ISO-8601 in UTC, as ACP's `updatedAt`.
+ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 
 
 @pytest.fixture(scope="module")
@@ -256,6 +259,22 @@ def test_export_writes_the_session_its_runs_and_every_event_envelope_as_the_docs
     assert all(list(event) == ENVELOPE for event in document["events"])
     assert document["events"] == events
     assert json.loads(acp("export", older, "--db", db, "--json", cwd=here).stdout) == document
+
+
+def test_sessions_events_and_export_print_the_same_camel_case_keys_and_iso_utc_times(two_sessions):
+    db, here, older, _newer = two_sessions
+    listed = [json.loads(line) for line in acp("sessions", "--db", db, "--json", cwd=here).stdout.splitlines()]
+    document = json.loads(acp("export", older, "--db", db, cwd=here).stdout)
+    run = document["runs"][0]["id"]
+    events = [json.loads(line) for line in acp("events", run, "--db", db, "--json", cwd=here).stdout.splitlines()]
+
+    # Every object the three commands print, the events' payloads aside (kept as the journal stored them).
+    printed = [*listed, document["session"], *document["runs"], *document["events"], *events]
+    assert [key for record in printed for key in record if "_" in key] == []
+    times = [value for record in printed for key, value in record.items() if key.endswith("At") and value]
+    assert len(times) > len(printed) and all(ISO_UTC.fullmatch(value) for value in times)
+    assert older in {record["sessionId"] for record in listed}
+    assert {event["sessionId"] for event in events} == {older}
 
 
 @pytest.mark.parametrize("command", ["sessions", "show", "runs", "events", "export"])

@@ -293,13 +293,15 @@ async def _export(journal: Journal, args: argparse.Namespace) -> int:
 
 
 def _envelope(record: EventRecord) -> dict[str, Any]:
+    """An event as `events --json` and `export` print it: camelCase keys and ISO-8601 UTC times,
+    as `sessions --json` and ACP have them; the payload as the journal stored it."""
     return {
-        "event_id": record.event_id,
+        "eventId": record.event_id,
         "seq": record.seq,
-        "run_id": record.run_id,
-        "session_id": record.session_id,
+        "runId": record.run_id,
+        "sessionId": record.session_id,
         "type": record.type,
-        "created_at": record.created_at,
+        "createdAt": iso(record.created_at),
         "terminal": record.terminal,
         "payload": record.payload,
     }
