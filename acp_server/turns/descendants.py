@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ MARK = "ACP_SERVER_COMMAND"  # the environment variable naming the command a pro
 PR_SET_CHILD_SUBREAPER = 36
 KILL_ROUNDS = 20  # scans at most: a process may fork while the others are being killed
 KILL_WAIT = 5.0  # seconds for killed processes to die (one in uninterruptible sleep takes longer)
+EXEC_SETTLE_READS = 20  # reads of an empty environment (an execve under way) before taking it as empty
+EXEC_SETTLE_PAUSE = 0.0005  # seconds between them: 10 ms at most, only for a process with no environment
+KTHREADD = 2  # the parent of kernel threads, whose environment is always empty
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +137,11 @@ class Descendants:
         """The live processes below the command and below each marked process (a child that
         cleared its environment is still found while its parent lives)."""
         procs = _scan()
-        seeds = [p.pid for p in procs.values() if p.alive and p.start >= self._since and _marked(p.pid, self._needle)]
+        seeds = [
+            p.pid
+            for p in procs.values()
+            if p.alive and p.start >= self._since and p.ppid != KTHREADD and _marked(p.pid, self._needle)
+        ]
         root = procs.get(self._root)
         if root is not None and root.start == self._since:  # the pid is still the command's own
             seeds.append(self._root)
@@ -203,10 +211,17 @@ def _read(pid: int) -> Proc | None:
 
 
 def _marked(pid: int, needle: bytes) -> bool:
-    try:
-        return needle in _read_file(f"/proc/{pid}/environ").split(b"\0")
-    except OSError:
-        return False  # another user's process, or gone
+    # A process in the middle of execve shows an empty environment until the new image's is set
+    # up (its mm has no env_start yet): read again before taking it for one without the mark.
+    for _ in range(EXEC_SETTLE_READS):
+        try:
+            environ = _read_file(f"/proc/{pid}/environ")
+        except OSError:
+            return False  # another user's process, or gone
+        if environ:
+            return needle in environ.split(b"\0")
+        time.sleep(EXEC_SETTLE_PAUSE)
+    return False
 
 
 def _read_file(path: str) -> bytes:
