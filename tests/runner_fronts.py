@@ -9,12 +9,14 @@ import io
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,22 @@ def stop_runners() -> None:
     for pid in started:
         if not gone(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def scripted_runner(tmp_path: Path, monkeypatch: Any, script: Any) -> Iterator[tuple[str, ...]]:
+    """The scripted agent's options (`script`, a journal) with runtime and data directories of the
+    test's own; the runners they started are stopped on leaving."""
+    run_dir = short_runtime_dir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", run_dir)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(script))
+    try:
+        yield ("--agent", "scripted", "--script", str(path), "--db", str(tmp_path / "journal.db"))
+    finally:
+        stop_runners()
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def short_runtime_dir() -> str:

@@ -22,7 +22,7 @@ import httpx
 import pytest
 import websockets
 from installs import CLIENTS, node_packages, unavailable
-from runner_fronts import Front, cli, ended, runners, short_runtime_dir, stop_runners, wait_until
+from runner_fronts import Front, cli, ended, runners, scripted_runner, wait_until
 from schema_check import check_agent_frame
 
 from acp_server.runner.tokens import READ_ONLY_REFUSED
@@ -58,14 +58,8 @@ INITIALIZE = {
 
 @pytest.fixture
 def runner_env(tmp_path, monkeypatch):
-    run_dir = short_runtime_dir()
-    monkeypatch.setenv("XDG_RUNTIME_DIR", run_dir)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(SCRIPT))
-    yield ("--agent", "scripted", "--script", str(script), "--db", str(tmp_path / "journal.db"))
-    stop_runners()
-    shutil.rmtree(run_dir, ignore_errors=True)
+    with scripted_runner(tmp_path, monkeypatch, SCRIPT) as options:
+        yield options
 
 
 def start(options: tuple[str, ...], listen: str = "127.0.0.1:0") -> str:

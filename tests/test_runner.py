@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import sqlite3
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from flooding import FLOOD_REQUESTS, GROWTH_LIMIT_KB, Flood
-from runner_fronts import Front, cli, ended, gone, runners, short_runtime_dir, stop_runners, wait_until
+from runner_fronts import Front, cli, ended, gone, runners, scripted_runner, wait_until
 
 from acp_server.runner.paths import peer_uid, runtime_dir, same_user
 
@@ -45,14 +44,8 @@ SCRIPT = {
 
 @pytest.fixture
 def runner_env(tmp_path, monkeypatch):
-    run_dir = short_runtime_dir()
-    monkeypatch.setenv("XDG_RUNTIME_DIR", run_dir)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(SCRIPT))
-    yield ("--agent", "scripted", "--script", str(script), "--db", str(tmp_path / "journal.db"))
-    stop_runners()
-    shutil.rmtree(run_dir, ignore_errors=True)
+    with scripted_runner(tmp_path, monkeypatch, SCRIPT) as options:
+        yield options
 
 
 def updates(frames):

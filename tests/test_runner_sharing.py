@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import sqlite3
 from pathlib import Path
 
 import pytest
-from runner_fronts import Front, ended, runners, short_runtime_dir, stop_runners, wait_until
+from runner_fronts import Front, ended, runners, scripted_runner, wait_until
 from test_runner import allow, is_permission, load, read_until, run_states, text, texts_by_run, updates
 
 WORDS = [f"w{i} " for i in range(600)]
@@ -38,14 +37,8 @@ ALL = "".join(WORDS) + "THE END"
 
 @pytest.fixture
 def runner_env(tmp_path, monkeypatch):
-    run_dir = short_runtime_dir()
-    monkeypatch.setenv("XDG_RUNTIME_DIR", run_dir)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(SCRIPT))
-    yield ("--agent", "scripted", "--script", str(script), "--db", str(tmp_path / "journal.db"))
-    stop_runners()
-    shutil.rmtree(run_dir, ignore_errors=True)
+    with scripted_runner(tmp_path, monkeypatch, SCRIPT) as options:
+        yield options
 
 
 def user_text(frames) -> list[str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 import pytest
 from installs import unavailable
-from runner_fronts import Front, cli, runners, short_runtime_dir, stop_runners
+from runner_fronts import Front, cli, runners, scripted_runner
 from schema_check import check_agent_frame
 
 HOSTILE = (
@@ -108,14 +107,8 @@ PAGE = "#view"
 
 @pytest.fixture
 def runner_options(tmp_path, monkeypatch) -> Iterator[tuple[str, ...]]:
-    run_dir = short_runtime_dir()
-    monkeypatch.setenv("XDG_RUNTIME_DIR", run_dir)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(SCRIPT))
-    yield ("--agent", "scripted", "--script", str(script), "--db", str(tmp_path / "journal.db"))
-    stop_runners()
-    shutil.rmtree(run_dir, ignore_errors=True)
+    with scripted_runner(tmp_path, monkeypatch, SCRIPT) as options:
+        yield options
 
 
 @pytest.fixture

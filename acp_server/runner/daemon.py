@@ -29,6 +29,7 @@ from acp_server.rpc.wire import Frame, FrameWriter, split_lines
 from acp_server.runner.hub import Hub
 from acp_server.runner.listen import ListenAddress
 from acp_server.runner.paths import RunnerPlace, peer_uid, same_user
+from acp_server.runner.routes import first_of
 from acp_server.runner.tokens import TokenStore
 from acp_server.runner.web import RemoteEndpoint
 
@@ -131,7 +132,7 @@ class Runner:
                 await listener.aclose()
                 _unlink_if(self.place.socket, ours.pop(self.place.socket))
                 while idle and (self.hub.connections or self.hub.live_turns) and not self._stop.is_set():
-                    await _first(self.hub.changed.wait, self._stop.wait)
+                    await first_of(self.hub.changed.wait, self._stop.wait)
                 if self._stop.is_set():
                     await self.hub.stop_turns()
                 tasks.cancel_scope.cancel()
@@ -146,12 +147,12 @@ class Runner:
         while not self._stop.is_set():
             changed = hub.changed
             if hub.connections or hub.live_turns or self.endpoint is not None:
-                await _first(changed.wait, self._stop.wait)
+                await first_of(changed.wait, self._stop.wait)
                 continue
             # A runner whose agent would not start serves nobody: it does not wait out `idle`.
             seconds = min(self.idle, BROKEN_IDLE) if self.broken() else self.idle
             with anyio.move_on_after(seconds) as idle:
-                await _first(changed.wait, self._stop.wait)
+                await first_of(changed.wait, self._stop.wait)
             if idle.cancelled_caught:
                 log.info("idle for %g s with no connection and no live turn", seconds)
                 return True
@@ -263,18 +264,6 @@ class Runner:
         finally:
             with contextlib.suppress(OSError, anyio.BrokenResourceError):
                 await stream.aclose()
-
-
-async def _first(*waits: Callable[[], Any]) -> None:
-    """Return as soon as any of `waits` returns."""
-    async with anyio.create_task_group() as tasks:
-
-        async def one(wait: Callable[[], Any]) -> None:
-            await wait()
-            tasks.cancel_scope.cancel()
-
-        for wait in waits:
-            tasks.start_soon(one, wait)
 
 
 def _unlink_if(path: Path, inode: int) -> None:

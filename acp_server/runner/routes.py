@@ -252,7 +252,7 @@ class _SharedAsk:
                         self.outcome.append((False, exc))
                         break
                     continue
-                await _first(self.settled.wait, changed.wait)
+                await first_of(self.settled.wait, changed.wait)
             tasks.cancel_scope.cancel()
         ok, value = self.outcome[0]
         if ok:
@@ -276,7 +276,7 @@ class _SharedAsk:
             self.settled.set()
 
 
-async def _first(*waits: Callable[[], Any]) -> None:
+async def first_of(*waits: Callable[[], Any]) -> None:
     """Return as soon as any of `waits` returns."""
     async with anyio.create_task_group() as tasks:
 
