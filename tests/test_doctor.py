@@ -144,7 +144,7 @@ def test_the_exit_status_is_non_zero_when_the_selected_agent_hangs(tmp_path: Pat
     result = doctor("--agent", "stuck", "doctor", cwd=tmp_path, path=site)
     assert result.returncode == EXIT_UNHEALTHY
     assert result.stdout.rstrip().endswith(
-        "The selected agent 'stuck' is timed out: health() did not answer within 2 s"
+        "The selected agent 'stuck' is timed out: health() did not answer within 10 s"
     )
 
 

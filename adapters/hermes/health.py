@@ -21,7 +21,7 @@ from dotenv import dotenv_values
 from adapters.base import Health
 from adapters.hermes import setup
 
-TIMEOUT = 1.0  # seconds for the endpoint; doctor gives health() two
+TIMEOUT = 1.0  # seconds for the endpoint; doctor gives health() two (ten when hermes is selected)
 OWN_CLIENT_MODES = frozenset({"anthropic_messages", "bedrock_converse"})  # clients Hermes builds its own way
 PLACEHOLDER_KEY = "no-key-required"  # what Hermes sends a custom endpoint when it has no key for it
 CONFIG_EXAMPLE = "model.provider: custom, model.base_url, model.api_key (docs/agents/hermes.md)"
