@@ -198,7 +198,7 @@ class Runner:
             "socket": str(self.place.socket),
             "config": self.place.config,
             "log": str(self.place.log),
-            "sessions": len(hub.sessions.all_live()),
+            "sessions": len(hub.runtimes.all_live()),
             "attached": hub.routes.attached(),
             "connections": hub.connections,
             "liveTurns": hub.live_turns,
