@@ -132,6 +132,10 @@ def endpoint_server(app: Any, address: ListenAddress, *, max_frame_bytes: int) -
         server_header=False,
         proxy_headers=False,  # Host and the client address are the connection's own
         ws="websockets-sansio",
+        # No per-message compression: each watcher's deflate ran on every frame in the runner's
+        # one thread (the largest part of its CPU with 8 WebSocket watchers), slowing the turn
+        # for every connection to save bandwidth on what is mostly a local or tailnet link.
+        ws_per_message_deflate=False,
         ws_max_size=max_frame_bytes,
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,
