@@ -178,7 +178,9 @@ class RunnerAgent(AcpAgent):
     def _routed(self, name: str, own: Handler) -> Handler:
         async def routed(params: dict[str, Any]) -> Any:
             session_id = params.get("sessionId")
-            runtime = await self.hub.runtimes.of(session_id) if isinstance(session_id, str) else self.runtime
+            if not self._initialized or not isinstance(session_id, str):
+                return await own(params)  # its gate (or handler) answers: no agent is started for it
+            runtime = await self.hub.runtimes.of(session_id)
             if runtime is self.runtime:
                 return await own(params)
             return await self._other(runtime)[name](params)

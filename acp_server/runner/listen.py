@@ -15,12 +15,13 @@ import logging
 import socket
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
-import hypercorn.asyncio
 import uvicorn
-from hypercorn.config import Config as HypercornConfig
+
+if TYPE_CHECKING:
+    from hypercorn.config import Config as HypercornConfig
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -99,7 +100,9 @@ class TlsServer:
         self.max_frame_bytes = max_frame_bytes
 
     def config(self, sock: socket.socket) -> HypercornConfig:
-        config = HypercornConfig()
+        from hypercorn.config import Config  # imported only by a runner serving TLS (its RSS)
+
+        config = Config()
         config.bind = [f"fd://{sock.fileno()}"]
         config.certfile, config.keyfile = self.address.tls_cert, self.address.tls_key
         config.alpn_protocols = ["h2", "http/1.1"]
@@ -113,6 +116,8 @@ class TlsServer:
 
     async def serve(self, sockets: list[socket.socket]) -> None:
         """Until cancelled; then Hypercorn closes its connections within `graceful_timeout`."""
+        import hypercorn.asyncio
+
         (sock,) = sockets
         stop = anyio.Event()
         try:

@@ -22,6 +22,7 @@ from acp_server.acp.prompting import AgentOptions
 from acp_server.acp.sessions import Session, SessionStore
 from acp_server.rpc.errors import INTERNAL_ERROR, RpcError
 from adapters.base import RuntimeAdapter
+from journal.redact import redact
 from journal.store import Journal
 
 log = logging.getLogger(__name__)
@@ -60,14 +61,18 @@ class Runtimes:
     ) -> None:
         self.journal = journal
         own = SessionStore(journal, adapter_name=adapter.name, launch=options.launch)
-        self.primary = Runtime(adapter, options, own)
-        self._by_key: dict[str, Runtime] = {self.primary.key: self.primary}
+        self.primary = own_runtime = Runtime(adapter, options, own)
+        # The journal keeps a launch redacted: the runner's own, as kept, is still the runner's own.
+        self._by_key: dict[str, Runtime] = {
+            launch_key(redact(options.launch)): own_runtime,
+            own_runtime.key: own_runtime,
+        }
         self._adapter_for = adapter_for
         self._of_session: dict[str, Runtime] = {}
         self._starting = anyio.Lock()
 
     def all(self) -> list[Runtime]:
-        return list(self._by_key.values())
+        return list({id(runtime): runtime for runtime in self._by_key.values()}.values())
 
     def all_live(self) -> list[Session]:
         return [session for runtime in self.all() for session in runtime.sessions.all_live()]
