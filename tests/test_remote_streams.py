@@ -1,7 +1,8 @@
 """The runner's Streamable HTTP profile spoken by a raw HTTP client on 127.0.0.1 (httpx): SSE
 events carry ids, and a session stream dropped mid-turn is resumed with `Last-Event-ID`, no
 reload, every update exactly once; where TLS is on the same profile is served over HTTP/2 (and
-HTTP/1.1 still). Every frame the runner writes is checked against the schema."""
+HTTP/1.1 still); WebSocket frames go uncompressed. Every frame the runner writes is checked
+against the schema."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import websockets
 from runner_fronts import cli, runners, scripted_runner
 from schema_check import check_agent_frame
 from test_remote_endpoint import self_signed
 
 DEADLINE = 60
+INIT = {"protocolVersion": 1, "clientCapabilities": {}}
 WORDS = [f"w{i} " for i in range(300)]
 SCRIPT = {
     "scenarios": [
@@ -55,7 +58,7 @@ class HttpClient:
 
     async def initialize(self) -> dict[str, Any]:
         self.methods[0] = "initialize"
-        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}
         answer = await self.client.post(self.url, json=body, headers=self.headers)
         assert answer.status_code == 200, answer.text
         self.versions.add(answer.http_version)
@@ -210,3 +213,22 @@ def test_with_tls_on_the_endpoint_speaks_http2_and_still_http1(tmp_path, runner_
 
     assert within_deadline(a_turn, True) == ({"HTTP/2"}, "short reply")
     assert within_deadline(a_turn, False) == ({"HTTP/1.1"}, "short reply")
+
+
+def test_websocket_frames_are_not_compressed_per_watcher(runner_env):
+    """A client offering permessage-deflate (as websockets and browsers do) is not given it: the
+    runner would compress every frame once per watcher, in the thread that feeds the editor."""
+    url, token = listening(*runner_env)
+
+    async def negotiated() -> tuple[str | None, dict[str, Any]]:
+        auth = {"Authorization": f"Bearer {token}"}
+        async with websockets.connect(url.replace("http", "ws", 1), additional_headers=auth) as socket:
+            assert "permessage-deflate" in (socket.request.headers.get("Sec-WebSocket-Extensions") or "")
+            await socket.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}))
+            answer = json.loads(await socket.recv())
+            check_agent_frame(answer, "initialize")
+            return socket.response.headers.get("Sec-WebSocket-Extensions"), answer
+
+    extensions, answer = within_deadline(negotiated)
+    assert extensions is None
+    assert answer["result"]["protocolVersion"] == 1
