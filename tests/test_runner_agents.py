@@ -16,6 +16,10 @@ import websockets
 from runner_fronts import Front, cli, runners, scripted_runner
 from test_remote_endpoint import Socket, chunk_text
 
+from acp_server.rpc.errors import INTERNAL_ERROR
+from journal.records import SessionRecord
+from journal.store import Journal
+
 SCRIPT = {"scenarios": [{"match": "", "steps": [{"say": "scripted "}, {"say": "reply"}]}]}
 
 
@@ -90,3 +94,42 @@ def test_one_remote_connection_continues_sessions_of_two_agents_each_with_its_ow
     finally:
         front.close_stdin()
         front.wait()
+
+
+def test_a_session_whose_agent_cannot_be_started_here_is_refused_not_given_to_the_runners_own(
+    tmp_path: Path, runner_env
+):
+    async def store() -> None:
+        journal = await Journal.open(db_of(runner_env))
+        try:
+            record = SessionRecord(id="elsewhere", cwd=str(tmp_path), adapter="gone", launch={"agent": "no-such-agent"})
+            await journal.create_session(record)
+        finally:
+            await journal.close()
+
+    asyncio.run(store())
+    done = cli("runner", "start", "--listen", "127.0.0.1:0", *runner_env)
+    assert done.returncode == 0, done.stderr
+    (status,) = runners()
+    url = status["listen"]["acpUrl"].replace("http", "ws", 1)
+    token = json.loads(cli("pair", "--json").stdout)["token"]
+
+    async def attempts() -> tuple[dict[str, Any], dict[str, Any], str]:
+        async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as raw:
+            socket = Socket(raw)
+            await socket.until(answered(await socket.request("initialize", {"protocolVersion": 1})))
+            opening = {"sessionId": "elsewhere", "cwd": str(tmp_path), "mcpServers": []}
+            load = (await socket.until(answered(await socket.request("session/load", opening))))[-1]
+            content = [{"type": "text", "text": "hello"}]
+            prompted = await socket.request("session/prompt", {"sessionId": "elsewhere", "prompt": content})
+            prompt = (await socket.until(answered(prompted)))[-1]
+            new = await socket.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            own = (await socket.until(answered(new)))[-1]["result"]["sessionId"]
+            streamed, _answer = await turn(socket, own, "still serving")
+            return load, prompt, streamed
+
+    load, prompt, streamed = asyncio.run(asyncio.wait_for(attempts(), 60))
+    for refused in (load, prompt):
+        assert refused["error"]["code"] == INTERNAL_ERROR
+        assert "cannot start agent 'no-such-agent'" in refused["error"]["message"]
+    assert streamed == "scripted reply"  # the runner goes on serving its own agent's sessions
