@@ -82,7 +82,9 @@ def test_one_remote_connection_continues_sessions_of_two_agents_each_with_its_ow
     for key, text in (("echo", "echo this back"), ("scripted", "scripted reply"), ("echo again", "and this")):
         streamed, answer = seen[key]
         assert (streamed, answer["result"]["stopReason"]) == (text, "end_turn")
-    assert len(runners()) == 1  # one runner hosts both agents: no second one was started
+    (status,) = runners()  # one runner hosts both agents: no second one was started
+    assert status["agents"] == ["scripted", "echo"]
+    assert "agent scripted (and echo for their sessions)" in cli("runner", "status").stdout
     front = Front(*runner_env)  # an editor's stdio front, on the scripted configuration, does the same
     try:
         front.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})

@@ -300,8 +300,10 @@ def _status(*, as_json: bool) -> int:
         print("no runner is running")
     for runner in runners:
         config = runner.get("config", {})
+        others = runner.get("agents", [])[1:]  # started for sessions made with other agents
+        also = f" (and {', '.join(others)} for their sessions)" if others else ""
         print(
-            f"pid {runner['pid']}  agent {config.get('agent')}  sessions {runner['sessions']}  "
+            f"pid {runner['pid']}  agent {config.get('agent')}{also}  sessions {runner['sessions']}  "
             f"live turns {runner['liveTurns']}  connections {runner['connections']}  "
             f"up {runner['uptime']:.0f} s\n  socket {runner['socket']}\n  log {runner['log']}"
         )

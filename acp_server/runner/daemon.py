@@ -199,6 +199,7 @@ class Runner:
             "config": self.place.config,
             "log": str(self.place.log),
             "sessions": len(hub.runtimes.all_live()),
+            "agents": [runtime.adapter.name for runtime in hub.runtimes.all()],  # its own first
             "attached": hub.routes.attached(),
             "connections": hub.connections,
             "liveTurns": hub.live_turns,
