@@ -15,9 +15,9 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from acp_server.cli.settings import SERVER_OPTIONS, SWITCH_ON, add_server_options, agent_command_args
 
@@ -174,7 +174,13 @@ def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, bui
     async def serve() -> None:
         journal = await RunnerJournal.open(str(place.config["db"]))
         try:
-            hub = Hub(adapter=adapter, options=options, journal=journal, detached_wait=args.detached_wait)
+            hub = Hub(
+                adapter=adapter,
+                options=options,
+                journal=journal,
+                detached_wait=args.detached_wait,
+                adapter_for=adapter_of_launch,
+            )
             runner = Runner(
                 hub=hub,
                 place=place,
@@ -194,6 +200,17 @@ def _serve_runner(args: argparse.Namespace, parser: argparse.ArgumentParser, bui
         if trace is not None:
             trace.close()
     return 0
+
+
+def adapter_of_launch(launch: Mapping[str, Any]) -> RuntimeAdapter:
+    """The agent a stored session was made with (its `launch`, kept by `settings.launch`), for
+    the runner to continue it with; ValueError or OSError when it cannot be built here."""
+    from adapters.registry import create_adapter
+
+    settings = {key: launch.get(key) for key in ("script", "model", "base_url")}
+    command = launch.get("command")
+    words = tuple(str(word) for word in cast(list[Any], command)) if isinstance(command, list) else None
+    return create_adapter(str(launch["agent"]), **settings, command=words)
 
 
 def _start_failed(adapter: object) -> bool:
@@ -283,8 +300,10 @@ def _status(*, as_json: bool) -> int:
         print("no runner is running")
     for runner in runners:
         config = runner.get("config", {})
+        others = runner.get("agents", [])[1:]  # started for sessions made with other agents
+        also = f" (and {', '.join(others)} for their sessions)" if others else ""
         print(
-            f"pid {runner['pid']}  agent {config.get('agent')}  sessions {runner['sessions']}  "
+            f"pid {runner['pid']}  agent {config.get('agent')}{also}  sessions {runner['sessions']}  "
             f"live turns {runner['liveTurns']}  connections {runner['connections']}  "
             f"up {runner['uptime']:.0f} s\n  socket {runner['socket']}\n  log {runner['log']}"
         )

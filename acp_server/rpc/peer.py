@@ -341,6 +341,10 @@ class Peer:
     async def notify(self, method: str, params: Message) -> None:
         await self._outbox.send({"jsonrpc": "2.0", "method": method, "params": params})
 
+    async def notify_encoded(self, frame: bytes) -> None:
+        """`notify` of a whole frame encoded once by `outbox.encode` for several peers."""
+        await self._outbox.send_encoded(frame)
+
     async def notify_raw(self, method: str, params_json: str) -> None:
         """`notify` with params already encoded as `encode` would (a replay cache keeps them so)."""
         frame = f'{{"jsonrpc":"2.0","method":{json.dumps(method)},"params":{params_json}}}\n'

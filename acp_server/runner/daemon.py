@@ -198,7 +198,8 @@ class Runner:
             "socket": str(self.place.socket),
             "config": self.place.config,
             "log": str(self.place.log),
-            "sessions": len(hub.sessions.all_live()),
+            "sessions": len(hub.runtimes.all_live()),
+            "agents": [runtime.adapter.name for runtime in hub.runtimes.all()],  # its own first
             "attached": hub.routes.attached(),
             "connections": hub.connections,
             "liveTurns": hub.live_turns,

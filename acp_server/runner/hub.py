@@ -1,8 +1,10 @@
 """The runner's shared state and the handlers of each connection to it.
 
-Per runner (`Hub`): the adapter, the journal, the sessions and their turn queues, the routes
-that say which connections have each session open, the agent threads, and the task group the turns
-run in. Per connection (`RunnerAgent`): the peer, the client's capabilities and `initialize`. A
+Per runner (`Hub`): the agent runtimes (its own, and those the stored sessions were made with:
+`runner.runtimes`), the journal, the sessions and their turn queues, the routes that say which
+connections have each session open, the agent threads, and the task group the turns run in. Per
+connection (`RunnerAgent`): the peer, the client's capabilities and `initialize`; a request about
+a session made with another agent goes to that runtime's handlers, over the same peer. A
 turn runs in the hub's task group, so it outlives the connection whose `session/prompt` started
 it; when that connection goes away its sessions detach (nothing is cancelled), and a later
 `session/load` replays the journal (`session/resume`: only the turn still running) and then
@@ -22,10 +24,13 @@ from anyio.abc import TaskGroup
 from acp_server.acp.handlers import SEQUENTIAL, AcpAgent
 from acp_server.acp.prompting import AgentOptions
 from acp_server.acp.sessions import Session, SessionStore
+from acp_server.protocol import methods
 from acp_server.protocol.opening import load_session_params
+from acp_server.rpc.dispatch import Handler
 from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.runner.routes import Client, Routes, current_cursor, current_prompter
+from acp_server.runner.runtimes import AdapterFactory, Runtime, Runtimes
 from acp_server.runner.tokens import READ_ONLY_REFUSED
 from acp_server.turns.supervisor import Ticket, entered
 from acp_server.turns.workers import Workers
@@ -37,6 +42,19 @@ from journal.store import Journal
 log = logging.getLogger(__name__)
 
 STOP_GRACE = 5.0  # seconds `runner stop` gives cancelled turns to finish their records
+# Requests about one session, answered by the runtime of the agent that session was made with.
+SESSION_ROUTED = frozenset(
+    {
+        methods.SESSION_LOAD,
+        methods.SESSION_RESUME,
+        methods.SESSION_PROMPT,
+        methods.SESSION_CANCEL,
+        methods.SESSION_SET_MODE,
+        methods.SESSION_SET_CONFIG_OPTION,
+        methods.SESSION_CLOSE,
+        methods.SESSION_DELETE,
+    }
+)
 
 
 class RunnerJournal(Journal):
@@ -51,12 +69,19 @@ class Hub:
     """What outlives a connection; `agent()` makes the handlers of a new one."""
 
     def __init__(
-        self, *, adapter: RuntimeAdapter, options: AgentOptions, journal: Journal, detached_wait: float
+        self,
+        *,
+        adapter: RuntimeAdapter,
+        options: AgentOptions,
+        journal: Journal,
+        detached_wait: float,
+        adapter_for: AdapterFactory | None = None,
     ) -> None:
         self.adapter = adapter
         self.options = options
         self.journal = journal
-        self.sessions = SessionStore(journal, adapter_name=adapter.name, launch=options.launch)
+        self.runtimes = Runtimes(adapter=adapter, options=options, journal=journal, adapter_for=adapter_for)
+        self.sessions: SessionStore = self.runtimes.primary.sessions  # new sessions: the runner's own agent
         self.workers = Workers(options.max_workers)  # `--max-workers` counts per runner
         self.routes = Routes(detached_wait=detached_wait)
         self.connections = 0
@@ -107,7 +132,7 @@ class Hub:
 
     async def stop_turns(self) -> None:
         """Cancel every running and queued turn, and give them a moment to record how they ended."""
-        sessions = self.sessions.all_live()
+        sessions = self.runtimes.all_live()
         for session in sessions:
             session.queue.cancel_all()
         with anyio.move_on_after(STOP_GRACE):
@@ -122,25 +147,62 @@ class RunnerAgent(AcpAgent):
     session open (docs/runner.md, "Sharing a session"); a `read_only` one watches: it may load,
     resume and list, and is never asked a question, but what would change a session is refused."""
 
-    def __init__(self, hub: Hub, *, read_only: bool = False) -> None:
+    def __init__(
+        self, hub: Hub, *, read_only: bool = False, runtime: Runtime | None = None, peer: Peer | None = None
+    ) -> None:
+        runtime = runtime if runtime is not None else hub.runtimes.primary
         super().__init__(
-            hub.adapter,
-            hub.options,
+            runtime.adapter,
+            runtime.options,
             journal=hub.journal,
-            peer=Peer(sequential=SEQUENTIAL),
-            sessions=hub.sessions,
+            peer=peer if peer is not None else Peer(sequential=SEQUENTIAL),
+            sessions=runtime.sessions,
             outbound=hub.routes,
             workers=hub.workers,
             echo=hub.routes.echo,
         )
         self.hub = hub
+        self.runtime = runtime
         self.read_only = read_only
         self.route = Client(self.peer, read_only=read_only, capabilities=lambda: self.client)
         self._closing = False
+        self._others: dict[str, tuple[RunnerAgent, dict[str, Handler]]] = {}  # by runtime key
+
+    def handlers(self) -> dict[str, Handler]:
+        """The handlers; a request about a session made with another agent goes to that agent's."""
+        table = super().handlers()
+        for name in SESSION_ROUTED & table.keys():
+            table[name] = self._routed(name, table[name])
+        return table
+
+    def _routed(self, name: str, own: Handler) -> Handler:
+        async def routed(params: dict[str, Any]) -> Any:
+            session_id = params.get("sessionId")
+            if not self._initialized or not isinstance(session_id, str):
+                return await own(params)  # its gate (or handler) answers: no agent is started for it
+            runtime = await self.hub.runtimes.of(session_id)
+            if runtime is self.runtime:
+                return await own(params)
+            return await self._other(runtime)[name](params)
+
+        return routed
+
+    def _other(self, runtime: Runtime) -> dict[str, Handler]:
+        """The handlers of this connection for another runtime's sessions: the same peer, route
+        and client; made on first use (after `initialize`, which the caller's gate checked)."""
+        found = self._others.get(runtime.key)
+        if found is None:
+            other = RunnerAgent(self.hub, read_only=self.read_only, runtime=runtime, peer=self.peer)
+            found = self._others[runtime.key] = (other, AcpAgent.handlers(other))
+        other = found[0]
+        other.client, other.route, other._initialized = self.client, self.route, True
+        return found[1]
 
     async def on_close(self) -> None:
         """Detach, never cancel: the sessions' turns go on, journaled, until someone loads them."""
         self._closing = True
+        for other, _table in self._others.values():
+            other._closing = True  # its prompts' waits end as this connection's do: the turns go on
         detached = self.hub.routes.detach(self.peer)
         if detached:
             log.info("connection closed; %d session(s) detached", len(detached))
@@ -172,7 +234,7 @@ class RunnerAgent(AcpAgent):
             # `$/cancel_request` from a connected editor withdraws its prompt still waiting, or
             # stops the turn running, as without a runner; a connection winding down cancels only
             # its wait, and the turn goes on detached.
-            session = self.hub.sessions.live(session_id) if isinstance(session_id, str) else None
+            session = self.sessions.live(session_id) if isinstance(session_id, str) else None
             if self._closing or session is None:
                 raise
             if tickets and tickets[0].waiting:
@@ -230,7 +292,7 @@ class RunnerAgent(AcpAgent):
     async def _session_meta(self, session_id: str) -> dict[str, Any]:
         """`state`: running (a turn runs or waits here), else how its last run ended, or idle."""
         record = await self.hub.journal.get_session(session_id)
-        live = self.hub.sessions.live(session_id)
+        live = self.hub.runtimes.live(session_id)
         if live is not None and live.queue.busy():
             state = "running"
         else:

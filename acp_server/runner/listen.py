@@ -1,21 +1,27 @@
-"""Where a runner's remote endpoint listens (`--listen HOST:PORT`, TLS files), and the Uvicorn
-server that serves it inside the runner's event loop.
+"""Where a runner's remote endpoint listens (`--listen HOST:PORT`, TLS files), and the server
+that serves it inside the runner's event loop: Uvicorn over plain HTTP/1.1 on loopback, Hypercorn
+where TLS is on (HTTP/2 by ALPN, HTTP/1.1 for clients that offer only that, such as the TS SDK).
 
 Loopback by default: an address other than loopback is refused without `--tls-cert` and
-`--tls-key`. Uvicorn's own signal handling is left out (the runner owns SIGTERM) and so is its
-access log (nothing with a request's URL or headers is logged).
+`--tls-key`. Neither server's signal handling is used (the runner owns SIGTERM) and neither keeps
+an access log (nothing with a request's URL or headers is logged).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import logging
 import socket
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio
 import uvicorn
+
+if TYPE_CHECKING:
+    from hypercorn.config import Config as HypercornConfig
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -81,7 +87,48 @@ class EndpointServer(uvicorn.Server):
         yield
 
 
-def endpoint_server(app: Any, address: ListenAddress, *, max_frame_bytes: int) -> EndpointServer:
+class Server(Protocol):
+    async def serve(self, sockets: list[socket.socket]) -> None: ...
+
+
+class TlsServer:
+    """Hypercorn on the bound socket: HTTP/2 for clients that negotiate it, HTTP/1.1 otherwise."""
+
+    def __init__(self, app: Any, address: ListenAddress, *, max_frame_bytes: int) -> None:
+        self.app = app
+        self.address = address
+        self.max_frame_bytes = max_frame_bytes
+
+    def config(self, sock: socket.socket) -> HypercornConfig:
+        from hypercorn.config import Config  # imported only by a runner serving TLS (its RSS)
+
+        config = Config()
+        config.bind = [f"fd://{sock.fileno()}"]
+        config.certfile, config.keyfile = self.address.tls_cert, self.address.tls_key
+        config.alpn_protocols = ["h2", "http/1.1"]
+        config.accesslog = None  # a request line never reaches the log
+        config.errorlog = logging.getLogger("hypercorn.error")  # the runner's log file, not stderr
+        config.include_server_header = False
+        config.websocket_max_message_size = self.max_frame_bytes
+        config.websocket_ping_interval = 20.0
+        config.graceful_timeout = 2.0
+        return config
+
+    async def serve(self, sockets: list[socket.socket]) -> None:
+        """Until cancelled; then Hypercorn closes its connections within `graceful_timeout`."""
+        import hypercorn.asyncio
+
+        (sock,) = sockets
+        stop = anyio.Event()
+        try:
+            await hypercorn.asyncio.serve(self.app, self.config(sock), shutdown_trigger=stop.wait, mode="asgi")  # pyright: ignore[reportUnknownMemberType] -- its WSGI branch is untyped
+        finally:
+            stop.set()
+
+
+def endpoint_server(app: Any, address: ListenAddress, *, max_frame_bytes: int) -> Server:
+    if address.tls:
+        return TlsServer(app, address, max_frame_bytes=max_frame_bytes)
     config = uvicorn.Config(
         app,
         lifespan="off",
@@ -90,6 +137,10 @@ def endpoint_server(app: Any, address: ListenAddress, *, max_frame_bytes: int) -
         server_header=False,
         proxy_headers=False,  # Host and the client address are the connection's own
         ws="websockets-sansio",
+        # No per-message compression: each watcher's deflate ran on every frame in the runner's
+        # one thread (the largest part of its CPU with 8 WebSocket watchers), slowing the turn
+        # for every connection to save bandwidth on what is mostly a local or tailnet link.
+        ws_per_message_deflate=False,
         ws_max_size=max_frame_bytes,
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 MAX_BUFFERED_BYTES = 64 << 20  # output held for SSE streams nobody reads: past it the connection closes
 INBOUND_BUFFER = 64  # client messages read but not yet taken by the peer
+RETAINED_BYTES = 1 << 20  # per SSE stream: events sent already, kept for a `Last-Event-ID` resumption
 
 Route = str | None  # a session id, or None for the connection's own stream
 
@@ -157,10 +158,19 @@ class RemoteConnection:
 
 
 class Mailbox:
-    """The JSON texts waiting for one SSE stream, and whether a client reads it now (one may)."""
+    """The JSON texts waiting for one SSE stream, and whether a client reads it now (one may).
+
+    Each text gets the stream's next event id when it is pushed. Texts already taken for a reader
+    are kept (the last `RETAINED_BYTES` of them), so a client whose stream dropped, possibly with
+    events in flight, reconnects with `Last-Event-ID` and gets every event after it exactly once.
+    """
 
     def __init__(self) -> None:
-        self._texts: deque[bytes] = deque()
+        self._texts: deque[tuple[int, bytes]] = deque()
+        self._sent: deque[tuple[int, bytes]] = deque()  # taken already, kept for a resumption
+        self._sent_bytes = 0
+        self._last_id = 0
+        self._reader = 0  # the number of the reader that holds the stream (or held it last)
         self.size = 0
         self.receiver = False
         self.finished = False
@@ -169,7 +179,8 @@ class Mailbox:
 
     def push(self, text: bytes) -> None:
         if not self.finished:
-            self._texts.append(text)
+            self._last_id += 1
+            self._texts.append((self._last_id, text))
             self.size += len(text)
             self._arrived.set()
 
@@ -177,31 +188,64 @@ class Mailbox:
         self.finished = True
         self._arrived.set()
 
-    def acquire(self) -> bool:
-        if self.receiver or self.finished:
-            return False
+    def acquire(self, last_event_id: str | None = None) -> int | None:
+        """Take the stream for one reader: its reader number, or None when another reads it or it
+        is finished. With `last_event_id` (which `resumable` must allow) the events after it come
+        first, and it takes the stream over from a reader still held (the drop of whose
+        connection the server may not have noticed yet)."""
+        if self.finished or (self.receiver and last_event_id is None):
+            return None
+        if last_event_id is not None:
+            self._rewind(int(last_event_id))
+        self._reader += 1
         self.receiver = True
+        self._arrived.set()  # a reader taken over wakes, sees it is no longer the reader, and ends
         self.touch()
-        return True
+        return self._reader
 
-    def release(self) -> None:
-        self.receiver = False
-        self.touch()
+    def resumable(self, last_event_id: str | None) -> bool:
+        """Whether every event after `last_event_id` is still here (sent and kept, or waiting)."""
+        if last_event_id is None:
+            return True
+        if not last_event_id.isdigit() or int(last_event_id) > self._last_id:
+            return False
+        oldest = self._sent[0][0] if self._sent else (self._texts[0][0] if self._texts else self._last_id + 1)
+        return int(last_event_id) >= oldest - 1
+
+    def _rewind(self, last_id: int) -> None:
+        """Put the events sent after `last_id` back in front of those waiting, in order."""
+        while self._sent and self._sent[-1][0] > last_id:
+            event_id, text = self._sent.pop()
+            self._sent_bytes -= len(text)
+            self._texts.appendleft((event_id, text))
+            self.size += len(text)
+
+    def release(self, reader: int) -> None:
+        if reader == self._reader:
+            self.receiver = False
+            self.touch()
 
     def touch(self) -> None:
         self.changed.set()
         self.changed = anyio.Event()
 
-    async def take(self) -> bytes | None:
-        """The next text, waiting for one; None once the stream is finished and drained."""
-        while not self._texts:
+    async def take(self, reader: int) -> tuple[int, bytes] | None:
+        """The next event (id, text) for `reader`, waiting for one; None once finished and
+        drained, or once another reader took the stream over."""
+        while reader == self._reader and not self._texts:
             if self.finished:
                 return None
             self._arrived = anyio.Event()
             await self._arrived.wait()
-        text = self._texts.popleft()
-        self.size -= len(text)
-        return text
+        if reader != self._reader:
+            return None
+        event = self._texts.popleft()
+        self.size -= len(event[1])
+        self._sent.append(event)
+        self._sent_bytes += len(event[1])
+        while self._sent_bytes > RETAINED_BYTES and len(self._sent) > 1:
+            self._sent_bytes -= len(self._sent.popleft()[1])
+        return event
 
 
 # Requests the RFD's HTTP profile sends with `Acp-Session-Id` (the TS SDK's table).

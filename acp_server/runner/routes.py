@@ -23,6 +23,7 @@ import anyio
 
 from acp_server.protocol import methods
 from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RequestTimeoutError, RpcError
+from acp_server.rpc.outbox import encode
 from acp_server.rpc.peer import Peer
 from acp_server.turns.client import ClientCapabilities
 
@@ -165,14 +166,17 @@ class Routes(Peer):
         if not isinstance(session_id, str):
             return
         cursor = current_cursor.get()
+        frame: bytes | None = None  # encoded once, for every connection it goes to
         for peer, member in list(self._members.get(session_id, {}).items()):
             if peer is skip:
                 continue
             if member.buffer is not None:
                 member.buffer.append((cursor, method, params))
                 continue
+            if frame is None:
+                frame = encode({"jsonrpc": "2.0", "method": method, "params": params})
             try:
-                await peer.notify(method, params)
+                await peer.notify_encoded(frame)
             except PeerClosedError:
                 log.info("an update for session %s met a closing connection", session_id)
 

@@ -309,10 +309,15 @@ class RemoteEndpoint:
         _connection, sink = found
         session_id = request.headers.get("acp-session-id")
         box = sink.session(session_id) if session_id else sink.stream
-        if not box.acquire():
+        last_event_id = request.headers.get("last-event-id") or None
+        if not box.resumable(last_event_id):
+            # Events after it were dropped from the window: a reload (`session/load`) shows them.
+            return _text("Last-Event-ID is no longer resumable: reconnect without it and reload", 409)
+        reader = box.acquire(last_event_id)
+        if reader is None:
             return _text("Outbound stream already has an active receiver", 409)
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(_events(box), media_type="text/event-stream", headers=headers)
+        return StreamingResponse(_events(box, reader), media_type="text/event-stream", headers=headers)
 
     def _delete(self, request: Request, grant: Grant) -> Response:
         found = self._connection(request, grant)
@@ -346,18 +351,23 @@ def _route(sink: HttpSink, message: dict[str, Any], header: str | None) -> str |
     return None
 
 
-async def _events(box: Mailbox) -> AsyncIterator[bytes]:
-    """One SSE stream: each message as a `data:` event, a comment every KEEPALIVE seconds."""
+async def _events(box: Mailbox, reader: int) -> AsyncIterator[bytes]:
+    """One SSE stream: each message as a `data:` event with its `id:` (for `Last-Event-ID`), a
+    comment every KEEPALIVE seconds."""
     try:
         while True:
-            text: bytes | None = b""
+            event: tuple[int, bytes] | bool | None = False
             with anyio.move_on_after(KEEPALIVE):
-                text = await box.take()
-            if text is None:
+                event = await box.take(reader)
+            if event is None:
                 return
-            yield b"data: " + text + b"\n\n" if text else b":\n\n"
+            if event is False:
+                yield b":\n\n"
+                continue
+            event_id, text = event
+            yield b"id: %d\ndata: %s\n\n" % (event_id, text)
     finally:
-        box.release()
+        box.release(reader)
 
 
 async def _close_when_orphaned(connection: RemoteConnection, sink: HttpSink) -> None:
