@@ -9,7 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 from harness import FakeEditor, running
+from test_reattach import asked, hub_serving, params
 
 from acp_server.acp.handlers import AcpAgent
 from acp_server.haui import render_reply
@@ -95,6 +97,41 @@ async def test_an_action_the_link_rule_refuses_never_reaches_the_blocks(tmp_path
 async def test_a_block_that_cannot_be_drawn_is_the_markdown_shown_for_it(tmp_path: Path) -> None:
     live, _, sid = await live_then_reload(tmp_path, REPLY)
     assert haui(live, sid)[1]["blocks"][4] == {"type": "text", "id": "b4", "text": "An *odd* block"}
+
+
+async def test_a_session_loaded_while_its_reply_is_inside_a_fence_shows_the_fence_once_when_it_closes(
+    tmp_path: Path,
+) -> None:
+    body = json.dumps(envelope(*STATS))
+    gate = {"tool": "Edit notes", "kind": "edit", "ask": True, "input": {"path": "notes"}, "result": "edited"}
+    steps = [
+        {"say": "Counting.\n```hermes-ui\n"},
+        {"say": body[:30]},
+        gate,
+        {"say": body[30:]},
+        {"say": "\n```\nDone."},
+    ]
+    script = {"scenarios": [{"match": "", "steps": steps}]}
+    async with hub_serving(tmp_path, script) as hub, running(hub.agent()) as first, running(hub.agent()) as second:
+        await first.initialize()
+        sid = await first.new_session(tmp_path)
+        first.never_answer("session/request_permission")
+        turn = await first.start_prompt(sid, "count")
+        await asked(first)  # the reply is inside its fence
+        await second.initialize()
+        await second.request("session/load", params(sid, tmp_path))
+        assert haui(second, sid) == [{"opened": True}]  # the placeholder, never half the blocks
+        first.handlers["session/request_permission"] = first.allow_once
+        second.handlers["session/request_permission"] = second.allow_once
+        await second.wait_for(lambda: "Done." in second.text(sid))
+        with anyio.fail_after(10):
+            await turn
+    assert second.text(sid) == first.text(sid) == render_reply("Counting.\n```hermes-ui\n" + body + "\n```\nDone.")
+    assert haui(second, sid) == haui(first, sid)
+    assert [h.get("opened") or [b["label"] for b in h["blocks"]] for h in haui(second, sid)] == [
+        True,
+        ["Tests", "Failures"],
+    ]
 
 
 def test_every_block_type_is_drawn_natively_with_plain_text_and_nothing_of_the_models_own_keys() -> None:

@@ -161,9 +161,12 @@ class RunReplay:
         """The text held for merging, now: a reader following a live run shows it as it comes."""
         return self._merger.flush()
 
-    def end(self, cut_off: float | bool | None) -> list[dict[str, Any]]:
-        """The rest of the run; `cut_off` is what `replay_updates`' `interrupted` says of it."""
-        updates = [update for held in self._reply.finish() for update in self._show(held)] + self._merger.flush()
+    def end(self, cut_off: float | bool | None, *, running: bool = False) -> list[dict[str, Any]]:
+        """The rest of the run; `cut_off` is what `replay_updates`' `interrupted` says of it. A
+        `running` run's held text (a HAUI fence still open) stays held: the live filter holds the
+        same text and sends it when the fence closes, so it is not drawn twice, nor half drawn."""
+        held = [] if running else self._reply.finish()
+        updates = [update for event in held for update in self._show(event)] + self._merger.flush()
         closing = self._open_tools.close_all()
         if cut_off is not False:
             updates += [update for event in closing if (update := to_update(event)) is not None]

@@ -1,9 +1,11 @@
 // One session's transcript as an editor shows it: user and agent text as safe Markdown, thoughts
 // collapsed, tool-call cards by toolCallId, the plan, usage. Fed `session/update`s in order,
-// history and live alike; consecutive chunks of one kind join into one message.
+// history and live alike; consecutive chunks of one kind join into one message. A chunk with
+// HAUI blocks in its `_meta` is drawn natively instead of its Markdown (haui.js).
 
 import { render } from "./markdown.js";
 import { newCard, updateCard } from "./toolcards.js";
+import { drawBlocks, placeholder } from "./haui.js";
 
 function el(tag, text, className) {
   const node = document.createElement(tag);
@@ -25,7 +27,9 @@ export class Transcript {
     this.cards = new Map();
     this.current = null;  // the message chunks are joining into
     this.dirty = new Set();
+    this.pending = null;  // the placeholder of a HAUI fence still streaming
     this.onTitle = () => {};
+    this.onAsk = () => {};  // an `ask` action: its text goes to the message box
     this.loading = true;
   }
 
@@ -40,7 +44,7 @@ export class Transcript {
     // quadratic); `loaded` scrolls to the end once
     const stick = !this.loading && this.atBottom();
     const kind = update.sessionUpdate;
-    if (kind in MESSAGES) this.chunk(MESSAGES[kind], update.content);
+    if (kind in MESSAGES) this.chunk(MESSAGES[kind], update.content, update._meta);
     else if (kind === "tool_call" || kind === "tool_call_update") this.tool(update);
     else if (kind === "plan") this.showPlan(update.entries || []);
     else if (kind === "usage_update") this.showUsage(update);
@@ -54,14 +58,37 @@ export class Transcript {
     this.apply({ sessionUpdate: "user_message_chunk", content: { type: "text", text } });
   }
 
-  chunk(who, content) {
+  chunk(who, content, meta) {
     const text = content && content.type === "text" ? content.text : content ? `[${content.type}]` : "";
     if (!this.current || this.current.who !== who) {
-      this.current = { who, text: "", node: this.message(who) };
+      this.current = { who, body: this.message(who), part: null };
     }
-    this.current.text += text;
-    this.dirty.add(this.current);
+    const haui = who === "agent" && meta && meta["acp-server"] && meta["acp-server"].haui;
+    if (haui) return this.blocks(haui);
+    const message = this.current;
+    if (!message.part) message.part = { text: "", node: message.body.appendChild(el("div", undefined, "md")) };
+    message.part.text += text;
+    this.dirty.add(message.part);
     if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
+  }
+
+  // a fence opened: a placeholder of fixed height until it closes; then its blocks, where the
+  // reply stands by then (a tool call may have come between, as in the Markdown). The text after
+  // them is a part of its own.
+  blocks(haui) {
+    const message = this.current;
+    message.part = null;
+    if (haui.opened) {
+      if (!this.pending) this.pending = message.body.appendChild(placeholder());
+      return;
+    }
+    const drawn = drawBlocks(haui.blocks, { ask: (text) => this.onAsk(text) });
+    if (this.pending && this.pending.parentNode === message.body) this.pending.replaceWith(drawn);
+    else {
+      if (this.pending) this.pending.remove();
+      message.body.append(drawn);
+    }
+    this.pending = null;
   }
 
   message(who) {
@@ -78,7 +105,7 @@ export class Transcript {
   // markdown is drawn once per animation frame, however many deltas arrived
   flush() {
     this.frame = 0;
-    for (const message of this.dirty) message.node.replaceChildren(render(message.text));
+    for (const part of this.dirty) part.node.replaceChildren(render(part.text));
     this.dirty.clear();
   }
 
