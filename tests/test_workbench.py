@@ -446,6 +446,7 @@ def test_a_haui_reply_is_drawn_natively_and_the_same_after_a_reload(tmp_path, ru
     open_session(browser, session_id)
     haui = wait(browser, lambda d: find(d, ".message.agent .haui"), "the blocks")[0]
     drawn = haui.get_attribute("outerHTML")
+    haui_shots(browser, tmp_path)
     (grid,) = find(haui, ".stat-grid")  # the two neighbouring stats: one grid of cards
     assert [c.text.split("\n") for c in find(grid, ".stat")] == [
         ["Tests", "412", "▲ +12"],
@@ -490,7 +491,6 @@ def test_a_haui_reply_is_drawn_natively_and_the_same_after_a_reload(tmp_path, ru
     assert find(browser, "#message")[0].get_attribute("value") == "Why is e2e slow?"  # in the box, not sent
     reply = find(browser, ".message.agent")[-1]
     assert "hermes.adaptive-ui" not in reply.text and "{" not in reply.text
-    haui_shots(browser, tmp_path)
 
     browser.refresh()
     open_session(browser, session_id)

@@ -30,8 +30,10 @@ function button(label, className, onClick) {
 }
 
 function titled(block, node) {
-  if (block.title) node.prepend(el("div", block.title, "haui-title"));
-  return node;
+  if (!block.title) return node;
+  const box = el("div", undefined, "haui-block");
+  box.append(el("div", block.title, "haui-title"), node);
+  return box;
 }
 
 // a fence still streaming: a box of fixed height, so the page does not jump, and never its JSON
@@ -153,7 +155,7 @@ function plot(block) {
   const low = Math.min(0, ...values), high = Math.max(0, ...values);
   const span = high - low || 1;
   const y = (v) => top + (height - top - bottom) * (1 - (v - low) / span);
-  const node = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", class: "chart-svg" });
+  const node = svg("svg", { viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "xMinYMid meet", role: "img", class: "chart-svg" });
   node.setAttribute("aria-label", block.title || "chart");
   node.append(svg("line", { x1: left, x2: width, y1: y(0), y2: y(0), class: "axis" }));
   for (const v of [high, low]) {
