@@ -550,3 +550,25 @@ def test_a_fence_still_streaming_is_a_placeholder_and_the_list_says_waiting_for_
         front.close_stdin()
         front.wait()
     check_page_frames(browser)
+
+
+def test_a_long_session_draws_what_is_on_screen_and_the_rest_as_it_scrolls_near(tmp_path, runner_options, browser):
+    paired = listen(runner_options)
+    front = Front(*runner_options)
+    try:
+        session_id = front.start_session(str(tmp_path))
+        for n in range(80):
+            front.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": f"turn {n}"}]})
+    finally:
+        front.close_stdin()
+        front.wait()
+    browser.get(paired["url"])
+    open_session(browser, session_id)
+    wait(browser, lambda d: "turn 79" in find(d, ".log")[0].text, "the last turn")
+    assert len(find(browser, ".message.user .body")) == 80
+    # at the first paint only the last screens' text was drawn: 160 messages, most left for later
+    # (drawn as they come near the view, or in idle time)
+    assert int(find(browser, PAGE)[0].get_attribute("data-drawn-later")) > 100
+    browser.execute_script("window.scrollTo(0, 0)")
+    wait(browser, lambda d: find(d, ".message.user .body")[0].text == "turn 0", "the first turn drawn near the view")
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []

@@ -113,6 +113,7 @@ async function openSession(session) {
   try {
     const loaded = await rpc.call("session/load", { sessionId: session.sessionId, cwd: session.cwd, mcpServers: [] });
     transcript.loaded();
+    view.dataset.drawnLater = String(transcript.waiting.size);  // text parts left for later (off screen)
     if (current && current.options) current.options.show(loaded.configOptions);
     view.dataset.loaded = "true";
   } catch (error) {

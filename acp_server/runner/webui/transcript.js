@@ -1,7 +1,9 @@
 // One session's transcript as an editor shows it: user and agent text as safe Markdown, thoughts
 // collapsed, tool-call cards by toolCallId, the plan, usage. Fed `session/update`s in order,
 // history and live alike; consecutive chunks of one kind join into one message. A chunk with
-// HAUI blocks in its `_meta` is drawn natively instead of its Markdown (haui.js).
+// HAUI blocks in its `_meta` is drawn natively instead of its Markdown (haui.js). Only what is on
+// screen is drawn: the history's text out of view waits, as a box of about its height, until it
+// scrolls near (so a session of thousands of turns opens and scrolls like a short one).
 
 import { render } from "./markdown.js";
 import { newCard, updateCard } from "./toolcards.js";
@@ -28,15 +30,73 @@ export class Transcript {
     this.current = null;  // the message chunks are joining into
     this.dirty = new Set();
     this.pending = null;  // the placeholder of a HAUI fence still streaming
+    this.waiting = new Map();  // a text part's node -> the part, until it comes near the view
     this.onTitle = () => {};
     this.onAsk = () => {};  // an `ask` action: its text goes to the message box
     this.loading = true;
+    this.log.hidden = true;  // no layout of the history while it comes: drawn once it has all come
   }
 
   loaded() {
     this.loading = false;
-    this.flush();
+    this.lazyHistory();
+    this.log.hidden = false;
     this.scrollSoon();
+  }
+
+  // the history's text parts: the last screens drawn now (the view opens at the end), the rest
+  // when they come within a screen of the view, each at an estimated height until then
+  lazyHistory() {
+    this.frame = 0;
+    const parts = [...this.dirty].reverse();
+    this.dirty.clear();
+    let height = 0;
+    const screens = 2 * window.innerHeight;
+    for (const part of parts) {
+      const estimate = estimateHeight(part.text);
+      if (height < screens) {
+        part.node.replaceChildren(render(part.text));
+        height += estimate;
+        continue;
+      }
+      part.node.style.minHeight = `${estimate}px`;
+      this.waiting.set(part.node, part);
+      this.observer().observe(part.node);
+    }
+    this.drainSoon();
+  }
+
+  // what waits is drawn in idle time too, nearest the end first, so scrolling far finds it drawn
+  drainSoon() {
+    if (!this.waiting.size) return;
+    requestIdleCallback((deadline) => {
+      const nodes = [...this.waiting.keys()].reverse();
+      for (const node of nodes) {
+        if (deadline.timeRemaining() < 3) break;
+        this.draw(this.waiting.get(node));
+      }
+      this.drainSoon();
+    });
+  }
+
+  observer() {
+    if (!this.watcher) {
+      this.watcher = new IntersectionObserver((entries) => {
+        for (const entry of entries) {
+          if (!entry.isIntersecting) continue;
+          this.draw(this.waiting.get(entry.target));
+        }
+      }, { rootMargin: `${window.innerHeight}px 0px` });
+    }
+    return this.watcher;
+  }
+
+  draw(part) {
+    if (this.waiting.delete(part.node)) {
+      this.watcher.unobserve(part.node);
+      part.node.style.minHeight = "";
+    }
+    part.node.replaceChildren(render(part.text));
   }
 
   apply(update) {
@@ -105,7 +165,8 @@ export class Transcript {
   // markdown is drawn once per animation frame, however many deltas arrived
   flush() {
     this.frame = 0;
-    for (const part of this.dirty) part.node.replaceChildren(render(part.text));
+    if (this.loading) return;  // the history is drawn when it has all come (lazyHistory)
+    for (const part of this.dirty) this.draw(part);
     this.dirty.clear();
   }
 
@@ -140,4 +201,11 @@ export class Transcript {
   scrollSoon() {
     requestAnimationFrame(() => window.scrollTo(0, document.scrollingElement.scrollHeight));
   }
+}
+
+// about the height a Markdown text takes: its lines, a long one wrapping every ~80 characters
+function estimateHeight(text) {
+  let lines = 1;
+  for (const line of text.split("\n")) lines += Math.max(1, Math.ceil(line.length / 80));
+  return lines * 22;
 }
