@@ -3,7 +3,7 @@
 // you" while a question of it is open), and a filter. While shown, the states are asked again now
 // and then (one session/list) and updated in place.
 
-const REFRESH_MS = 3000;
+const REFRESH_MS = 5000;
 
 function el(tag, text, className) {
   const node = document.createElement(tag);

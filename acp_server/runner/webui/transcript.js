@@ -35,12 +35,14 @@ export class Transcript {
     this.onAsk = () => {};  // an `ask` action: its text goes to the message box
     this.loading = true;
     this.log.hidden = true;  // no layout of the history while it comes: drawn once it has all come
+    this.note = this.root.insertBefore(el("p", "Loading the history…", "loading"), this.log);
   }
 
   loaded() {
     this.loading = false;
     this.lazyHistory();
     this.log.hidden = false;
+    this.note.remove();
     this.scrollSoon();
   }
 
