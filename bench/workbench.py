@@ -1,7 +1,8 @@
 """Benchmark: the workbench page opening a long session. A stdio front runs N short turns (each
 reply a little Markdown: bold, code, a link, a list) on a listening runner; then headless Chromium
 opens the pair URL and the session, and this prints the time from the click to the history loaded
-(`session/load` answered) and to the first paint after it, the page's DOM size, and the time each
+(`session/load` answered) and to the first paint after it, how many text parts the page left to
+draw later (off screen), the page's DOM size, and the time each
 frame takes while scrolling from the top to the bottom. A benchmark, not a test: nothing is asserted about speed.
 
     .venv/bin/python bench/workbench.py [--turns 200,2000]
@@ -74,6 +75,7 @@ def measure(turns: int, tmp: str) -> dict[str, float]:
         loaded = driver.execute_script("return performance.now()")
         painted = driver.execute_async_script(PAINTED)
         nodes = driver.execute_script("return document.getElementsByTagName('*').length")
+        later = driver.execute_script("return document.getElementById('view').dataset.drawnLater || '-'")
         driver.execute_script("window.scrollTo(0, 0)")
         frames = driver.execute_async_script(
             "const done = arguments[0]; const times = [performance.now()]; const step = () => {"
@@ -90,6 +92,7 @@ def measure(turns: int, tmp: str) -> dict[str, float]:
         "loaded": loaded - clicked,
         "painted": painted - clicked,
         "nodes": nodes,
+        "later": later,
         "frames": len(gaps),
         "median": gaps[len(gaps) // 2],
         "p95": gaps[int(len(gaps) * 0.95)],
@@ -105,7 +108,8 @@ def main() -> int:
             got = measure(turns, tmp)
             print(
                 f"{turns:5} turns (made in {got['made']:.1f} s): click -> history loaded {got['loaded']:.0f} ms, "
-                f"-> first paint {got['painted']:.0f} ms; {got['nodes']} DOM elements; "
+                f"-> first paint {got['painted']:.0f} ms ({got['later']} text parts left to draw later); "
+                f"{got['nodes']} DOM elements; "
                 f"scrolling top to bottom, 800 px a frame: {got['frames']} frames, "
                 f"median {got['median']:.0f} ms, p95 {got['p95']:.0f} ms a frame"
             )

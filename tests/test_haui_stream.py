@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_server.haui import ReplyFilter, render_reply
+from acp_server.haui.stream import joined
 from tests.haui_cases import BLOCKS, SLIPS, envelope, fence
 
 PROSE = st.lists(
@@ -65,7 +66,7 @@ class LineByLine(ReplyFilter):
     """The filter without its shortcut for the rest of a line already let through."""
 
     def feed(self, delta: str) -> str:
-        return self._lines(delta)
+        return joined(self._lines(delta))
 
 
 @settings(max_examples=400, deadline=None)

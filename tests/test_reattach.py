@@ -38,10 +38,10 @@ SCRIPT = {
 
 
 @asynccontextmanager
-async def hub_serving(tmp_path) -> AsyncIterator[Hub]:
+async def hub_serving(tmp_path, script: dict[str, Any] = SCRIPT) -> AsyncIterator[Hub]:
     """A runner's hub over a real journal, its turns' task group open until the block ends."""
     journal = await RunnerJournal.open(tmp_path / "journal.db")
-    hub = Hub(adapter=ScriptedAdapter.from_data(SCRIPT), options=AgentOptions(), journal=journal, detached_wait=30)
+    hub = Hub(adapter=ScriptedAdapter.from_data(script), options=AgentOptions(), journal=journal, detached_wait=30)
     stop = anyio.Event()
     try:
         async with anyio.create_task_group() as tasks:

@@ -1,7 +1,7 @@
 """Watching a shared session, in memory: fake editors on one runner hub (the real handlers,
 routes and journal). A read-only connection sees the turn but is never asked a question, and
 what would change the session is refused; any connection lists every stored session with the
-agent it was made with and its state now."""
+agent it was made with, its state now and whether a question of it is open."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ async def test_a_read_only_connection_sees_the_turn_but_is_never_asked_and_may_n
     assert not [r for r in watcher.server_requests if r["method"] == methods.REQUEST_PERMISSION]
 
 
-async def test_any_connection_lists_every_stored_session_with_its_agent_and_state(tmp_path):
+async def test_any_connection_lists_every_stored_session_with_its_agent_state_and_whether_it_waits_for_you(tmp_path):
     async with hub_serving(tmp_path) as hub, running(hub.agent()) as first, running(hub.agent(read_only=True)) as other:
         await first.initialize()
         done = await first.new_session(tmp_path)
@@ -63,8 +63,8 @@ async def test_any_connection_lists_every_stored_session_with_its_agent_and_stat
         await other.initialize()
         listed = (await other.request("session/list", {}))["sessions"]
     meta = {info["sessionId"]: (info["cwd"], info["_meta"]["acp-server"]) for info in listed}
-    assert meta[done] == (str(tmp_path), {"state": "completed", "attached": 1, "agent": "scripted"})
-    assert meta[busy][1] == {"state": "running", "attached": 1, "agent": "scripted"}
+    assert meta[done] == (str(tmp_path), {"state": "completed", "attached": 1, "waiting": False, "agent": "scripted"})
+    assert meta[busy][1] == {"state": "running", "attached": 1, "waiting": True, "agent": "scripted"}  # asked
 
 
 async def test_a_mode_changed_on_one_connection_is_shown_on_every_connection_with_the_session_open(tmp_path):

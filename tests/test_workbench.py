@@ -29,23 +29,34 @@ HAUI = {
     "version": 1,
     "blocks": [
         {"type": "stat", "label": "Tests", "value": 412, "delta": "+12", "trend": "up"},
+        {"type": "stat", "label": "Failures", "value": 0, "delta": "-3", "trend": "down", "caption": "since Monday"},
         {"type": "table", "columns": ["Suite", "Time (s)"], "rows": [["unit <b>", 1.5], ["e2e | slow", 40]]},
         {
             "type": "chart",
             "kind": "bar",
             "title": "Runtime",
-            "labels": ["mon", "tue"],
-            "series": [{"name": "e2e", "values": [40, 38]}],
+            "labels": ["mon", "tue", "wed"],
+            "series": [{"name": "e2e", "values": [40, 38, 31]}, {"name": "unit", "values": [2, 1.5, None]}],
         },
+        {"type": "notice", "tone": "warning", "title": "Flaky", "body": "`test_upload` failed **once**."},
+        {
+            "type": "key_value",
+            "title": "Build",
+            "items": [{"key": "Branch", "value": "main"}, {"key": "Run", "value": 7}],
+        },
+        {"type": "disclosure", "title": "How it was measured", "body": "Median of five runs."},
         {
             "type": "actions",
             "items": [
                 {"label": "Evil", "action": "open_url", "value": "javascript:alert(1)"},
-                {"label": "CI", "action": "open_url", "value": "https://ci.example.com/r/7"},
+                {"label": "CI run", "action": "open_url", "value": "https://ci.example.com/r/7"},
+                {"label": "Re-run", "action": "copy", "value": "pytest -k 'upload'\n  --count 5"},
+                {"label": "Why slow?", "action": "ask", "value": "Why is e2e slow?"},
             ],
         },
     ],
 }
+FENCED = json.dumps({"schema": "hermes.adaptive-ui", "version": 1, "blocks": HAUI["blocks"][:2]})
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 BEFORE = [f"m{n} " for n in range(20)]
@@ -98,6 +109,21 @@ SCRIPT = {
         {
             "match": "haui",
             "steps": [{"say": "The suite is green.\n```hermes-ui\n"}, {"say": json.dumps(HAUI)}, {"say": "\n```\n"}],
+        },
+        {
+            "match": "fence",
+            "steps": [
+                {"say": "Counting.\n```hermes-ui\n"},
+                {"say": FENCED[:40]},
+                {
+                    "tool": "Write COUNT.md",
+                    "kind": "edit",
+                    "ask": True,
+                    "write_file": {"path": "COUNT.md", "content": "1\n"},
+                },
+                {"say": FENCED[40:]},
+                {"say": "\n```\nCounted."},
+            ],
         },
         {"match": "", "steps": [{"say": "Heard you."}]},
     ]
@@ -407,9 +433,7 @@ def test_the_page_follows_the_systems_light_or_dark_setting(tmp_path, runner_opt
     assert backgrounds == ["rgb(251, 251, 250)", "rgb(20, 20, 22)"]
 
 
-def test_a_haui_reply_is_drawn_as_tables_with_numbers_right_aligned_and_never_as_json(
-    tmp_path, runner_options, browser
-):
+def test_a_haui_reply_is_drawn_natively_and_the_same_after_a_reload(tmp_path, runner_options, browser):
     paired = listen(runner_options)
     front = Front(*runner_options)
     try:
@@ -420,15 +444,131 @@ def test_a_haui_reply_is_drawn_as_tables_with_numbers_right_aligned_and_never_as
         front.wait()
     browser.get(paired["url"])
     open_session(browser, session_id)
-    tables = wait(browser, lambda d: find(d, ".message.agent table"), "the tables")
-    assert [[c.text for c in find(row, "th, td")] for row in find(tables[0], "tr")] == [
+    haui = wait(browser, lambda d: find(d, ".message.agent .haui"), "the blocks")[0]
+    drawn = haui.get_attribute("outerHTML")
+    haui_shots(browser, tmp_path)
+    (grid,) = find(haui, ".stat-grid")  # the two neighbouring stats: one grid of cards
+    assert [c.text.split("\n") for c in find(grid, ".stat")] == [
+        ["Tests", "412", "▲ +12"],
+        ["Failures", "0", "▼ -3", "since Monday"],
+    ]
+    table = find(haui, ".haui-table table")[0]
+    assert [[c.text for c in find(row, "th, td")] for row in find(table, "tr")] == [
         ["Suite", "Time (s)"],
-        ["unit <b>", "1.5"],  # the server's escapes shown as the characters they stand for
+        ["unit <b>", "1.5"],
         ["e2e | slow", "40"],
     ]
-    assert [c.get_attribute("class") for c in find(tables[0], "td")] == ["", "align-right"] * 2
-    assert [c.text for c in find(tables[1], "td")] == ["mon", "40", "tue", "38"]  # the chart's numbers
+    assert [c.get_attribute("class") for c in find(table, "td")] == ["", "align-right"] * 2  # numbers right
+    chart = find(haui, "figure.chart")[0]
+    bars = find(chart, "svg rect")
+    assert [b.find_element("css selector", "title").get_attribute("textContent") for b in bars] == [
+        "e2e, mon: 40",
+        "e2e, tue: 38",
+        "e2e, wed: 31",
+        "unit, mon: 2",
+        "unit, tue: 1.5",
+    ]
+    numbers = find(chart, ".haui-table")[0]
+    assert not numbers.is_displayed()
+    press(browser, find(chart, "button.table-view")[0])  # the same numbers as a table
+    assert numbers.is_displayed() and not find(chart, "svg")[0].is_displayed()
+    assert [[c.text for c in find(row, "th, td")] for row in find(numbers, "tr")] == [
+        ["", "e2e", "unit"],
+        ["mon", "40", "2"],
+        ["tue", "38", "1.5"],
+        ["wed", "31", ""],
+    ]
+    assert find(haui, ".notice.tone-warning code")[0].text == "test_upload"
+    assert [d.text for d in find(haui, ".key-value dd")] == ["main", "7"]
+    assert find(haui, "details.disclosure")[0].get_attribute("open") is None  # closed
+    links = find(browser, ".message.agent a")
+    assert [a.get_attribute("href") for a in links] == ["https://ci.example.com/r/7"]  # never the javascript: one
+    assert find(links[0], ".link-host")[0].text == "ci.example.com"
+    assert "Evil" not in haui.text and browser.execute_script("return window.pwned") is None
+    preview = find(haui, ".copy-preview")[0]
+    assert preview.get_attribute("textContent") == "pytest -k 'upload'\n  --count 5"  # exactly what is copied
+    press(browser, find(haui, "button.ask")[0])
+    assert find(browser, "#message")[0].get_attribute("value") == "Why is e2e slow?"  # in the box, not sent
     reply = find(browser, ".message.agent")[-1]
     assert "hermes.adaptive-ui" not in reply.text and "{" not in reply.text
-    assert [a.get_attribute("href") for a in find(reply, "a")] == ["https://ci.example.com/r/7"]
-    assert "412" in find(reply, "p")[1].text
+
+    browser.refresh()
+    open_session(browser, session_id)
+    again = wait(browser, lambda d: find(d, ".message.agent .haui"), "the blocks after a reload")[0]
+    assert again.get_attribute("outerHTML") == drawn  # the same blocks, drawn the same
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    check_page_frames(browser)
+
+
+def press(driver: Any, button: Any) -> None:
+    """A click on `button` scrolled to the middle of the screen (clear of the sticky bars)."""
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+    button.click()
+
+
+def haui_shots(driver: Any, tmp_path: Path) -> None:
+    """The HAUI reply on screen at 390x844 and 1280x800 (docs/images keeps them)."""
+    into = Path(os.environ.get("ACP_WORKBENCH_SCREENSHOTS", tmp_path))
+    for name, (width, height, mobile) in {"phone": (390, 844, True), "desktop": (1280, 800, False)}.items():
+        metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+        wait(driver, lambda d, w=width: d.execute_script("return window.innerWidth") == w, f"a {width} px window")
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= width  # no sideways scroll
+        driver.execute_script("document.querySelector('.haui').scrollIntoView({block: 'start'})")
+        driver.save_screenshot(str(into / f"workbench-haui-{name}.png"))
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_a_fence_still_streaming_is_a_placeholder_and_the_list_says_waiting_for_you(tmp_path, runner_options, browser):
+    paired = listen(runner_options)
+    front = Front(*runner_options)
+    try:
+        session_id = front.start_session(str(tmp_path))
+        turn = front.request("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "fence"}]})
+        frames_until(front, lambda f: f.get("method") == "session/request_permission")  # mid-fence
+        browser.get(paired["url"])
+        row = f'li.session[data-session-id="{session_id}"]'
+        wait(browser, lambda d: any("waiting for you" in r.text for r in find(d, row)), "waiting for you in the list")
+        shot(browser, tmp_path, "waiting-phone", 390, 844, mobile=True)
+        open_session(browser, session_id)
+        pending = wait(browser, lambda d: find(d, ".haui-pending"), "the placeholder")[0]
+        assert pending.size["height"] == browser.execute_script(
+            "return 6 * parseFloat(getComputedStyle(document.documentElement).fontSize)"
+        )
+        log = find(browser, ".log")[0].text
+        assert "Counting." in log and "{" not in log and "hermes" not in log  # never the partial JSON
+        find(browser, ".question button.option-allow_once")[0].click()
+        rest = frames_until(front, lambda f: f.get("id") == turn and "method" not in f)
+        assert rest[-1]["result"]["stopReason"] == "end_turn"
+        wait(browser, lambda d: "Counted." in find(d, ".log")[0].text, "the turn's end")
+        assert not find(browser, ".haui-pending")
+        assert [s.text.split("\n")[0] for s in find(browser, ".haui .stat")] == ["Tests", "Failures"]
+        find(browser, "#back")[0].click()
+        wait(browser, lambda d: find(d, row), "the list again")
+        assert "waiting for you" not in find(browser, row)[0].text
+    finally:
+        front.close_stdin()
+        front.wait()
+    check_page_frames(browser)
+
+
+def test_a_long_session_draws_what_is_on_screen_and_the_rest_as_it_scrolls_near(tmp_path, runner_options, browser):
+    paired = listen(runner_options)
+    front = Front(*runner_options)
+    try:
+        session_id = front.start_session(str(tmp_path))
+        for n in range(80):
+            front.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": f"turn {n}"}]})
+    finally:
+        front.close_stdin()
+        front.wait()
+    browser.get(paired["url"])
+    open_session(browser, session_id)
+    wait(browser, lambda d: "turn 79" in find(d, ".log")[0].text, "the last turn")
+    assert len(find(browser, ".message.user .body")) == 80
+    # at the first paint only the last screens' text was drawn: 160 messages, most left for later
+    # (drawn as they come near the view, or in idle time)
+    assert int(find(browser, PAGE)[0].get_attribute("data-drawn-later")) > 100
+    browser.execute_script("window.scrollTo(0, 0)")
+    wait(browser, lambda d: find(d, ".message.user .body")[0].text == "turn 0", "the first turn drawn near the view")
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []

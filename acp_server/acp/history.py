@@ -144,7 +144,8 @@ class History:
             await self._peer.notify_raw(methods.SESSION_UPDATE, f"{self._prefix}{line}}}")
 
     async def _end(self, made: _Made) -> None:
-        await self._send(made, made.replay.end(cut_off(made.run)))
+        running = made.run.status is RunState.RUNNING
+        await self._send(made, made.replay.end(cut_off(made.run), running=running))
         run = made.run
         if made.last_seq is not None:
             self._seen[run.id] = made.last_seq

@@ -82,7 +82,7 @@ def _table(header: list[str], rows: list[list[str]], right: list[bool]) -> list[
     return lines
 
 
-def _numeric(value: Any) -> bool:
+def numeric(value: Any) -> bool:
     """A number a sparkline can scale: finite as a float (json.loads also reads NaN, Infinity
     and integers of hundreds of digits)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -104,8 +104,8 @@ def table(props: dict[str, Any]) -> str:
     ]
     shown = [row[: len(header)] for row in rows[:MAX_ROWS]]
     right = [
-        all(_numeric(row[i]) for row in shown if i < len(row) and row[i] not in (None, ""))
-        and any(i < len(row) and _numeric(row[i]) for row in shown)
+        all(numeric(row[i]) for row in shown if i < len(row) and row[i] not in (None, ""))
+        and any(i < len(row) and numeric(row[i]) for row in shown)
         for i in range(len(header))
     ]
     lines = _title(props) + _table(header, [[cell(v) for v in row] for row in shown], right)
@@ -172,7 +172,7 @@ def chart(props: dict[str, Any]) -> str:
     columns: list[list[float | None]] = []
     for s in series:
         raw = (list(s["values"]) + [None] * len(labels))[: len(labels)]
-        if not all(v is None or _numeric(v) for v in raw):
+        if not all(v is None or numeric(v) for v in raw):
             raise InvalidProps("chart values must be numbers or null")
         columns.append(raw)
     rows = [

@@ -35,17 +35,27 @@ def fence_kind(info: str) -> str | None:
 def render_fence(kind: str, fence_body: str, *, cut: bool = False) -> str | None:
     """The Markdown for a held fence, or None when it is an ordinary ```json fence (kept as is).
     A `cut` fence (the reply ended inside it) that may still have been naming the schema counts."""
-    if kind == "json" and not (names_schema(fence_body) or (cut and _starts_naming_schema(fence_body))):
+    if not holds_envelope(kind, fence_body, cut=cut):
         return None
     try:
-        return render_envelope(read_vivid(fence_body) if kind == VIVID_FENCE else read_envelope(fence_body))
+        return render_envelope(read_fence(kind, fence_body))
     except Exception:  # a bug, or input no rule foresaw: the fence's words, never an error
         log.warning("a rich reply block could not be drawn; it is shown as text", exc_info=True)
     try:
-        return _as_text(string_literals(fence_body))
+        return as_text(string_literals(fence_body))
     except Exception:
         log.warning("a rich reply block could not be shown as text either", exc_info=True)
         return ""
+
+
+def read_fence(kind: str, fence_body: str) -> Envelope:
+    """The envelope a held fence's body makes (may raise: callers show its words then)."""
+    return read_vivid(fence_body) if kind == VIVID_FENCE else read_envelope(fence_body)
+
+
+def holds_envelope(kind: str, fence_body: str, *, cut: bool = False) -> bool:
+    """Whether a held fence is drawn: any HAUI or vivid fence, a ```json one naming the schema."""
+    return kind != "json" or names_schema(fence_body) or (cut and _starts_naming_schema(fence_body))
 
 
 def _starts_naming_schema(fence_body: str) -> bool:
@@ -61,8 +71,8 @@ def render_envelope(envelope: Envelope) -> str:
     if envelope.rejected == "too large":
         return "_(a rich reply block was too large to show)_"
     if envelope.rejected is not None:
-        return _as_text(envelope.words)
-    drawn = [_draw(block, depth=0) for block in envelope.blocks]
+        return as_text(envelope.words)
+    drawn = [draw_block(block, depth=0) for block in envelope.blocks]
     if not any(markdown is not None for markdown, _ in drawn):
         return _whole_as_text(envelope.blocks)
     parts = _join_stats(list(zip(envelope.blocks, drawn, strict=True)))
@@ -71,7 +81,7 @@ def render_envelope(envelope: Envelope) -> str:
     return "\n\n".join(part for part in parts if part)
 
 
-def _draw(block: Block, *, depth: int) -> tuple[str | None, str]:
+def draw_block(block: Block, *, depth: int) -> tuple[str | None, str]:
     """(the block's Markdown or None when it cannot be drawn, what to show instead)."""
     try:
         if block.type == "disclosure":
@@ -89,10 +99,10 @@ def _draw(block: Block, *, depth: int) -> tuple[str | None, str]:
 def _fallback(block: Block) -> str:
     if block.fallback is not None:
         return body(block.fallback)
-    return _as_text(words(block.props))
+    return as_text(words(block.props))
 
 
-def _as_text(found: list[Any]) -> str:
+def as_text(found: list[Any]) -> str:
     """Words of model JSON under the note, never the JSON itself nor a URL the link rule refuses;
     empty when there are none."""
     text = " · ".join(p for w in words(found) if (p := plain(without_refused_urls(w))))
@@ -103,7 +113,7 @@ def _whole_as_text(blocks: tuple[Block, ...]) -> str:
     """No block could be drawn: their fallbacks, or all their words under one note."""
     if any(block.fallback for block in blocks):
         return "\n\n".join(_fallback(block) for block in blocks if (block.fallback or words(block.props)))
-    return _as_text([block.props for block in blocks])
+    return as_text([block.props for block in blocks])
 
 
 def _join_stats(parts: list[tuple[Block, tuple[str | None, str]]]) -> list[str]:
@@ -134,7 +144,7 @@ def _disclosure(props: dict[str, Any], *, depth: int) -> str:
     nested = props.get("blocks")
     if isinstance(nested, list):
         for block in number_blocks(nested[:16]):  # pyright: ignore[reportUnknownArgumentType] -- model JSON
-            markdown, fallback = _draw(block, depth=depth + 1)
+            markdown, fallback = draw_block(block, depth=depth + 1)
             parts.append(markdown if markdown is not None else fallback)
     if len(parts) == 1:
         raise InvalidProps("an empty disclosure")

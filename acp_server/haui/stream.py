@@ -11,10 +11,29 @@ from __future__ import annotations
 import io
 import re
 from dataclasses import dataclass
+from typing import Any
 
-from acp_server.haui.render import fence_kind, render_fence
+from acp_server.haui.native import draw_fence
+from acp_server.haui.render import fence_kind
 
 _OPENER = re.compile(r"( {0,3})(`{3,}|~{3,})([^\n]*)\n?")
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Reply text that belongs to a HAUI fence: its Markdown with the blocks it drew, or (no
+    text, `opened`) the news that a fence opened and is held back until it closes."""
+
+    text: str
+    blocks: tuple[dict[str, Any], ...] = ()
+    opened: bool = False
+
+
+Out = str | Piece
+
+
+def joined(pieces: list[Out]) -> str:
+    return "".join(p if isinstance(p, str) else p.text for p in pieces)
 
 
 @dataclass(slots=True)
@@ -91,16 +110,20 @@ class ReplyFilter:
         self._last_blank = True  # the last emitted line was blank (or nothing was emitted yet)
 
     def feed(self, delta: str) -> str:
+        return joined(self.pieces(delta))
+
+    def pieces(self, delta: str) -> list[Out]:
+        """`feed`'s text in order, with each fence's text a `Piece` of its own."""
         if self._sent and "\n" not in delta:
             # More of a line already let through (most deltas): a line that went out as it came
             # can no longer open a fence, or is in an ordinary one, so it goes on as it comes.
             self._line.add(delta)
             self._sent += len(delta)
-            return delta
-        return self._lines(delta)
+            return [delta]
+        return [p for p in self._lines(delta) if p != ""]
 
-    def _lines(self, delta: str) -> str:
-        out: list[str] = []
+    def _lines(self, delta: str) -> list[Out]:
+        out: list[Out] = []
         for piece in delta.splitlines(keepends=True):
             self._line.add(piece)
             if piece.endswith("\n"):
@@ -108,16 +131,19 @@ class ReplyFilter:
                 self._line, self._sent = _Line(), 0
             else:
                 out.append(self._partial(piece))
-        return "".join(out)
+        return out
 
     def finish(self) -> str:
+        return joined(self.finish_pieces())
+
+    def finish_pieces(self) -> list[Out]:
         """The rest: an unfinished last line, and a fence the reply ended inside, drawn as it stands."""
-        out = self._complete(self._line.text()) if self._line.size else ""
+        out = [self._complete(self._line.text())] if self._line.size else []
         self._line, self._sent = _Line(), 0
         fence, self._fence = self._fence, None
         if fence is not None and fence.kind is not None:
-            out += self._draw(fence, closer="")
-        return out
+            out.append(self._draw(fence, closer=""))
+        return [p for p in out if p != ""]
 
     def _partial(self, piece: str) -> str:
         """Text of the unfinished line that can go now (never part of a held fence), `piece`
@@ -136,20 +162,22 @@ class ReplyFilter:
         self._sent += len(text)
         return lead + text
 
-    def _complete(self, line: str) -> str:
+    def _complete(self, line: str) -> Out:
         """A finished line (or the last one, unterminated)."""
         out = self._route(line)
         if self._fence is None or self._fence.kind is None:
-            self._last_blank = not line.strip() if out else self._last_blank
+            emitted = out if isinstance(out, str) else out.text
+            self._last_blank = not line.strip() if emitted else self._last_blank
         return out
 
-    def _route(self, line: str) -> str:
+    def _route(self, line: str) -> Out:
         fence = self._fence
         if fence is None:
             opened = _opener(line) if self._sent == 0 else None
             if opened is not None and opened.kind is not None:
                 self._fence = opened
-                return ""
+                # a ```json fence may be no envelope at all: only a HAUI one is announced
+                return "" if opened.kind == "json" else Piece("", opened=True)
             self._fence = opened
             return self._rest_of(line)
         if fence.kind is None:
@@ -168,17 +196,17 @@ class ReplyFilter:
             self._gap = False  # the line is blank: it is the gap
         return self._emit_line_part(rest) if rest else ""
 
-    def _draw(self, fence: _Fence, *, closer: str) -> str:
+    def _draw(self, fence: _Fence, *, closer: str) -> Out:
         assert fence.kind is not None
         body = "".join(fence.lines)
-        markdown = render_fence(fence.kind, body, cut=not closer)
-        if markdown is None:  # an ordinary ```json fence after all: as the model wrote it
+        drawn = draw_fence(fence.kind, body, cut=not closer)
+        if drawn is None:  # an ordinary ```json fence after all: as the model wrote it
             return fence.opener + body + closer
-        if not markdown:
-            return ""
+        if not drawn.markdown:
+            return Piece("")  # nothing to show: what was announced ends with nothing
         lead = "" if self._last_blank else "\n"
         self._gap, self._last_blank = True, False
-        return lead + markdown + ("\n" if closer.endswith("\n") else "")
+        return Piece(lead + drawn.markdown + ("\n" if closer.endswith("\n") else ""), drawn.blocks)
 
 
 def render_reply(text: str) -> str:

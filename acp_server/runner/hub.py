@@ -290,7 +290,8 @@ class RunnerAgent(AcpAgent):
         return result
 
     async def _session_meta(self, session_id: str) -> dict[str, Any]:
-        """`state`: running (a turn runs or waits here), else how its last run ended, or idle."""
+        """`state`: running (a turn runs or waits here), else how its last run ended, or idle;
+        `waiting`: a question of its turn is open (asked, no one answered yet)."""
         record = await self.hub.journal.get_session(session_id)
         live = self.hub.runtimes.live(session_id)
         if live is not None and live.queue.busy():
@@ -299,6 +300,7 @@ class RunnerAgent(AcpAgent):
             runs = await self.hub.journal.runs(session_id)
             state = runs[-1].status.value if runs else "idle"
         meta: dict[str, Any] = {"state": state, "attached": len(self.hub.routes.clients(session_id))}
+        meta["waiting"] = self.hub.routes.waiting(session_id)
         if record is not None and record.adapter:
             meta["agent"] = record.adapter
         return meta

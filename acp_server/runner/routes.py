@@ -80,9 +80,14 @@ class Routes(Peer):
         self.detached_wait = detached_wait
         self._members: dict[str, dict[Peer, _Member]] = {}  # session -> its connections, oldest first
         self._changed: dict[str, anyio.Event] = {}
+        self._asking: dict[str, int] = {}  # session -> questions open (asked, not yet answered)
 
     def clients(self, session_id: str) -> list[Peer]:
         return list(self._members.get(session_id, {}))
+
+    def waiting(self, session_id: str) -> bool:
+        """Whether a question of the session is open: its turn waits for someone to answer."""
+        return self._asking.get(session_id, 0) > 0
 
     def attached(self) -> int:
         """Sessions with at least one connection attached."""
@@ -186,7 +191,12 @@ class Routes(Peer):
         if not isinstance(session_id, str):
             raise RpcError(INTERNAL_ERROR, f"{method}: no session to route it by")
         if method in SHARED_ASKS:
-            return await _SharedAsk(self, session_id, method, params, timeout).run()
+            self._asking[session_id] = self._asking.get(session_id, 0) + 1
+            try:
+                return await _SharedAsk(self, session_id, method, params, timeout).run()
+            finally:
+                if (left := self._asking.pop(session_id) - 1) > 0:
+                    self._asking[session_id] = left
         return await self._ask_one(session_id, method, params, timeout)
 
     async def _ask_one(self, session_id: str, method: str, params: dict[str, Any], timeout: float | None) -> Any:

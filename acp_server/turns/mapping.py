@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from acp_server.turns.rich import DrawnDelta
 from adapters.events import (
     CompactionChunk,
     CompactionUpdated,
@@ -127,6 +128,9 @@ def to_update(event: RuntimeEvent, message_id: str | None = None) -> dict[str, A
     """The `update` object of a `session/update` notification for one event, or None;
     `message_id` (a chunk's, from `MessageIds`) is its `messageId`."""
     match event:
+        case DrawnDelta(text=text):  # a HAUI fence: its Markdown, and its blocks for a client drawing them
+            chunk = _chunk("agent_message_chunk", text, message_id)
+            return chunk | {"_meta": {"acp-server": {"haui": event.meta()}}}
         case TextDelta(text=text):
             return _chunk("agent_message_chunk", text, message_id)
         case ThoughtDelta(text=text):
@@ -200,7 +204,7 @@ class MessageIds:
 
     def see(self, event: RuntimeEvent) -> str | None:
         """Call with every event of the run, in order; a chunk's message id, else None."""
-        if type(event) is TextDelta or type(event) is ThoughtDelta:  # per streamed chunk: kept cheap
+        if type(event) is TextDelta or type(event) is ThoughtDelta or type(event) is DrawnDelta:  # kept cheap
             key = (event.kind, event.message_id)
             if key != self._last:
                 self._count += 1

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from acp_server.turns.mapping import MessageIds, OpenToolCalls, prompt_message_id, to_update, user_message_chunks
-from acp_server.turns.rich import RichReply
+from acp_server.turns.rich import DrawnDelta, RichReply
 from adapters.events import (
     CompactionChunk,
     CompactionUpdated,
@@ -153,8 +153,7 @@ class RunReplay:
 
     def feed(self, event: RuntimeEvent) -> list[dict[str, Any]]:
         if type(event) is TextDelta:  # most events: text to merge, no tool call to track
-            shown = self._reply.text(event)
-            return self._merger.add(shown, self._ids.see(shown)) if shown is not None else []
+            return [update for shown in self._reply.text(event) for update in self._text(shown)]
         self._open_tools.add(event)
         return [update for shown in self._reply.shown(event) for update in self._show(shown)]
 
@@ -162,18 +161,30 @@ class RunReplay:
         """The text held for merging, now: a reader following a live run shows it as it comes."""
         return self._merger.flush()
 
-    def end(self, cut_off: float | bool | None) -> list[dict[str, Any]]:
-        """The rest of the run; `cut_off` is what `replay_updates`' `interrupted` says of it."""
-        updates = [update for held in self._reply.finish() for update in self._show(held)] + self._merger.flush()
+    def end(self, cut_off: float | bool | None, *, running: bool = False) -> list[dict[str, Any]]:
+        """The rest of the run; `cut_off` is what `replay_updates`' `interrupted` says of it. A
+        `running` run's held text (a HAUI fence still open) stays held: the live filter holds the
+        same text and sends it when the fence closes, so it is not drawn twice, nor half drawn."""
+        held = [] if running else self._reply.finish()
+        updates = [update for event in held for update in self._show(event)] + self._merger.flush()
         closing = self._open_tools.close_all()
         if cut_off is not False:
             updates += [update for event in closing if (update := to_update(event)) is not None]
             updates += interrupted_notice(self.run_id, None if cut_off is True else cut_off)
         return updates
 
+    def _text(self, shown: TextDelta) -> list[dict[str, Any]]:
+        message_id = self._ids.see(shown)
+        if type(shown) is DrawnDelta:  # a fence's chunk stands alone, as live: its `_meta` is its own
+            update = to_update(shown, message_id)
+            return self._merger.flush() + ([update] if update is not None else [])
+        return self._merger.add(shown, message_id)
+
     def _show(self, event: RuntimeEvent) -> list[dict[str, Any]]:
+        if isinstance(event, TextDelta):
+            return self._text(event)
         message_id = self._ids.see(event)
-        if isinstance(event, TextDelta | ThoughtDelta):
+        if isinstance(event, ThoughtDelta):
             return self._merger.add(event, message_id)
         updates = self._merger.flush()
         if isinstance(event, PromptReceived):

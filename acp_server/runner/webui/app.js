@@ -78,7 +78,7 @@ async function showSessions() {
   heading.textContent = "Sessions";
   document.title = TITLE;
   const sessions = await listSessions(rpc);
-  view.replaceChildren(sessionsView(sessions, openSession));
+  view.replaceChildren(sessionsView(sessions, openSession, rpc));
 }
 
 async function openSession(session) {
@@ -104,6 +104,8 @@ async function openSession(session) {
     current.composer = new Composer(rpc, session.sessionId);
     current.composer.onStart = (text) => transcript.userMessage(text);
     current.composer.onError = (error) => say(`prompt failed: ${error.message}`, "error");
+    const composer = current.composer;
+    transcript.onAsk = (text) => composer.suggest(text);
     parts.push(current.composer.root);
   }
   view.replaceChildren(...parts);
@@ -111,6 +113,7 @@ async function openSession(session) {
   try {
     const loaded = await rpc.call("session/load", { sessionId: session.sessionId, cwd: session.cwd, mcpServers: [] });
     transcript.loaded();
+    view.dataset.drawnLater = String(transcript.waiting.size);  // text parts left for later (off screen)
     if (current && current.options) current.options.show(loaded.configOptions);
     view.dataset.loaded = "true";
   } catch (error) {

@@ -40,6 +40,12 @@ export class Composer {
     });
   }
 
+  // a suggested reply (a HAUI `ask` action): in the box to edit or send, never sent by itself
+  suggest(text) {
+    this.box.value = text;
+    this.box.focus();
+  }
+
   // sent at once: the runner queues a prompt behind the running turn and answers it when its own ends
   send() {
     const text = this.box.value.trim();

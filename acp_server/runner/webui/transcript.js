@@ -1,9 +1,13 @@
 // One session's transcript as an editor shows it: user and agent text as safe Markdown, thoughts
 // collapsed, tool-call cards by toolCallId, the plan, usage. Fed `session/update`s in order,
-// history and live alike; consecutive chunks of one kind join into one message.
+// history and live alike; consecutive chunks of one kind join into one message. A chunk with
+// HAUI blocks in its `_meta` is drawn natively instead of its Markdown (haui.js). Only what is on
+// screen is drawn: the history's text out of view waits, as a box of about its height, until it
+// scrolls near (so a session of thousands of turns opens and scrolls like a short one).
 
 import { render } from "./markdown.js";
 import { newCard, updateCard } from "./toolcards.js";
+import { drawBlocks, placeholder } from "./haui.js";
 
 function el(tag, text, className) {
   const node = document.createElement(tag);
@@ -25,14 +29,76 @@ export class Transcript {
     this.cards = new Map();
     this.current = null;  // the message chunks are joining into
     this.dirty = new Set();
+    this.pending = null;  // the placeholder of a HAUI fence still streaming
+    this.waiting = new Map();  // a text part's node -> the part, until it comes near the view
     this.onTitle = () => {};
+    this.onAsk = () => {};  // an `ask` action: its text goes to the message box
     this.loading = true;
+    this.log.hidden = true;  // no layout of the history while it comes: drawn once it has all come
+    this.note = this.root.insertBefore(el("p", "Loading the history…", "loading"), this.log);
   }
 
   loaded() {
     this.loading = false;
-    this.flush();
+    this.lazyHistory();
+    this.log.hidden = false;
+    this.note.remove();
     this.scrollSoon();
+  }
+
+  // the history's text parts: the last screens drawn now (the view opens at the end), the rest
+  // when they come within a screen of the view, each at an estimated height until then
+  lazyHistory() {
+    this.frame = 0;
+    const parts = [...this.dirty].reverse();
+    this.dirty.clear();
+    let height = 0;
+    const screens = 2 * window.innerHeight;
+    for (const part of parts) {
+      const estimate = estimateHeight(part.text);
+      if (height < screens) {
+        part.node.replaceChildren(render(part.text));
+        height += estimate;
+        continue;
+      }
+      part.node.style.minHeight = `${estimate}px`;
+      this.waiting.set(part.node, part);
+      this.observer().observe(part.node);
+    }
+    this.drainSoon();
+  }
+
+  // what waits is drawn in idle time too, nearest the end first, so scrolling far finds it drawn
+  drainSoon() {
+    if (!this.waiting.size) return;
+    requestIdleCallback((deadline) => {
+      const nodes = [...this.waiting.keys()].reverse();
+      for (const node of nodes) {
+        if (deadline.timeRemaining() < 3) break;
+        this.draw(this.waiting.get(node));
+      }
+      this.drainSoon();
+    });
+  }
+
+  observer() {
+    if (!this.watcher) {
+      this.watcher = new IntersectionObserver((entries) => {
+        for (const entry of entries) {
+          if (!entry.isIntersecting) continue;
+          this.draw(this.waiting.get(entry.target));
+        }
+      }, { rootMargin: `${window.innerHeight}px 0px` });
+    }
+    return this.watcher;
+  }
+
+  draw(part) {
+    if (this.waiting.delete(part.node)) {
+      this.watcher.unobserve(part.node);
+      part.node.style.minHeight = "";
+    }
+    part.node.replaceChildren(render(part.text));
   }
 
   apply(update) {
@@ -40,7 +106,7 @@ export class Transcript {
     // quadratic); `loaded` scrolls to the end once
     const stick = !this.loading && this.atBottom();
     const kind = update.sessionUpdate;
-    if (kind in MESSAGES) this.chunk(MESSAGES[kind], update.content);
+    if (kind in MESSAGES) this.chunk(MESSAGES[kind], update.content, update._meta);
     else if (kind === "tool_call" || kind === "tool_call_update") this.tool(update);
     else if (kind === "plan") this.showPlan(update.entries || []);
     else if (kind === "usage_update") this.showUsage(update);
@@ -54,14 +120,37 @@ export class Transcript {
     this.apply({ sessionUpdate: "user_message_chunk", content: { type: "text", text } });
   }
 
-  chunk(who, content) {
+  chunk(who, content, meta) {
     const text = content && content.type === "text" ? content.text : content ? `[${content.type}]` : "";
     if (!this.current || this.current.who !== who) {
-      this.current = { who, text: "", node: this.message(who) };
+      this.current = { who, body: this.message(who), part: null };
     }
-    this.current.text += text;
-    this.dirty.add(this.current);
+    const haui = who === "agent" && meta && meta["acp-server"] && meta["acp-server"].haui;
+    if (haui) return this.blocks(haui);
+    const message = this.current;
+    if (!message.part) message.part = { text: "", node: message.body.appendChild(el("div", undefined, "md")) };
+    message.part.text += text;
+    this.dirty.add(message.part);
     if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
+  }
+
+  // a fence opened: a placeholder of fixed height until it closes; then its blocks, where the
+  // reply stands by then (a tool call may have come between, as in the Markdown). The text after
+  // them is a part of its own.
+  blocks(haui) {
+    const message = this.current;
+    message.part = null;
+    if (haui.opened) {
+      if (!this.pending) this.pending = message.body.appendChild(placeholder());
+      return;
+    }
+    const drawn = drawBlocks(haui.blocks, { ask: (text) => this.onAsk(text) });
+    if (this.pending && this.pending.parentNode === message.body) this.pending.replaceWith(drawn);
+    else {
+      if (this.pending) this.pending.remove();
+      message.body.append(drawn);
+    }
+    this.pending = null;
   }
 
   message(who) {
@@ -78,7 +167,8 @@ export class Transcript {
   // markdown is drawn once per animation frame, however many deltas arrived
   flush() {
     this.frame = 0;
-    for (const message of this.dirty) message.node.replaceChildren(render(message.text));
+    if (this.loading) return;  // the history is drawn when it has all come (lazyHistory)
+    for (const part of this.dirty) this.draw(part);
     this.dirty.clear();
   }
 
@@ -113,4 +203,11 @@ export class Transcript {
   scrollSoon() {
     requestAnimationFrame(() => window.scrollTo(0, document.scrollingElement.scrollHeight));
   }
+}
+
+// about the height a Markdown text takes: its lines, a long one wrapping every ~80 characters
+function estimateHeight(text) {
+  let lines = 1;
+  for (const line of text.split("\n")) lines += Math.max(1, Math.ceil(line.length / 80));
+  return lines * 22;
 }
