@@ -1,0 +1,277 @@
+"""ACP v2 beside v1: the official TypeScript SDK's `experimental/v2` client (tests/clients/v2-client.mjs)
+drives a real `acp-server` over stdio, and every frame the server writes is checked against the
+vendored v2 schema (schema/v2/schema.json), as v1's are against v1's.
+
+Needs Node >= 18 and the pinned SDK in tests/clients (installed lazily, as for test_real_clients.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from installs import CLIENTS, node_packages
+from schema_check import check_agent_frame
+from stdio_server import StdioServer
+
+V2_CLIENT = CLIENTS / "v2-client.mjs"
+CLIENT_TIMEOUT = 90
+
+SCRIPT = {
+    "contextWindow": 1000,
+    "scenarios": [
+        {
+            "match": "tour",
+            "steps": [
+                {"think": "Planning the tour."},
+                {"plan": [{"content": "Read notes", "status": "in_progress", "priority": "high"}]},
+                {"say": "Hello "},
+                {"say": "from v2.\n"},
+                {"tool": "Read notes.txt", "kind": "read", "input": {"path": "notes.txt"}, "read_file": "notes.txt"},
+                {
+                    "tool": "Write out.txt",
+                    "kind": "edit",
+                    "input": {"path": "out.txt"},
+                    "ask": True,
+                    "write_file": {"path": "out.txt", "content": "written by the agent\n"},
+                },
+                {"say": "Done."},
+            ],
+        },
+        {
+            "match": "guarded",
+            "steps": [
+                {"say": "Asking first. "},
+                {"tool": "Delete old.txt", "kind": "delete", "ask": True, "result": "deleted"},
+                {"say": "never sent"},
+            ],
+        },
+        {"match": "fail", "steps": [{"say": "About to fail. "}, {"error": "scripted failure for the test"}]},
+        {"match": "long", "steps": [{"say": "Starting a long job. "}, {"sleep": 30}, {"say": "never sent"}]},
+        {"match": "", "steps": [{"say": "short reply"}]},
+    ],
+}
+
+
+@pytest.fixture(scope="session")
+def v2_client() -> list[str]:
+    return [node_packages("@agentclientprotocol/sdk"), str(V2_CLIENT)]
+
+
+def server_args(tmp_path: Path) -> list[str]:
+    script = tmp_path / "script.json"
+    if not script.exists():
+        script.write_text(json.dumps(SCRIPT))
+    return ["--agent", "scripted", "--script", str(script), "--db", str(tmp_path / "journal.db")]
+
+
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    if not path.exists():
+        path.mkdir()
+        (path / "notes.txt").write_text("the notes\n")
+    return path
+
+
+def run_v2(
+    command: list[str], tmp_path: Path, steps: list[dict[str, Any]], session: str | None = None
+) -> dict[str, Any]:
+    """Run the v2 client through `steps`; every server frame checked against the v2 schema."""
+    config = {
+        "server": {"command": sys.executable, "args": ["-m", "acp_server", *server_args(tmp_path)]},
+        "cwd": str(workspace(tmp_path)),
+        "steps": steps,
+        "session": session,
+    }
+    config_file = tmp_path / "v2-config.json"
+    config_file.write_text(json.dumps(config))
+    done = subprocess.run(
+        [*command, f"@{config_file}"], capture_output=True, text=True, timeout=CLIENT_TIMEOUT, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    stderr = "\n".join(p["stderr"] for p in summary["processes"])
+    assert summary["problems"] == [], f"{summary['problems']}\n{stderr}"
+    for process in summary["processes"]:
+        check_frames(process["frames"])
+    return summary
+
+
+def check_frames(frames: list[dict[str, Any]]) -> None:
+    asked: dict[Any, str] = {}
+    for entry in frames:
+        frame = entry["frame"]
+        if entry["from"] == "client":
+            if "method" in frame and "id" in frame:
+                asked[frame["id"]] = frame["method"]
+            continue
+        answered = None if "method" in frame else asked.get(frame.get("id"))
+        check_agent_frame(frame, answered, version=2)
+
+
+def kinds(updates: list[dict[str, Any]]) -> list[str]:
+    return [u["sessionUpdate"] + (f":{u['state']}" if u["sessionUpdate"] == "state_update" else "") for u in updates]
+
+
+def test_initialize_with_version_2_gets_v2_and_with_1_gets_v1_unchanged(v2_client, tmp_path):
+    summary = run_v2(v2_client, tmp_path, [])
+    init = summary["initialize"]
+    assert init["protocolVersion"] == 2
+    assert init["info"]["name"] == "acp-server"
+    assert init["capabilities"]["session"]["delete"] == {}
+    v1 = StdioServer(*server_args(tmp_path))
+    try:
+        result = v1.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        assert result["protocolVersion"] == 1
+        assert "agentCapabilities" in result and "capabilities" not in result
+    finally:
+        stop(v1)
+    later = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": 7, "info": {"name": "x", "version": "1"}},
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_server", *server_args(tmp_path)],
+        input=json.dumps(later) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT,
+        check=False,
+    )
+    answer = json.loads(done.stdout.splitlines()[0])
+    check_agent_frame(answer, "initialize", version=2)
+    assert answer["result"]["protocolVersion"] == 2  # a version we do not speak: the highest we do
+
+
+def stop(server: StdioServer) -> None:
+    server.close_stdin()
+    server.remaining_frames()
+    server.wait()
+
+
+def test_a_v2_turn_is_answered_at_acceptance_streams_with_message_ids_and_ends_idle(v2_client, tmp_path):
+    summary = run_v2(v2_client, tmp_path, [{"do": "new"}, {"do": "prompt", "text": "tour please"}])
+    turn = summary["steps"][1]
+    message_id = turn["result"]["messageId"]
+    updates = [u for u in turn["updates"] if u["sessionUpdate"] != "available_commands_update"]
+    assert updates[0] == {"sessionUpdate": "state_update", "state": "running"}
+    user = updates[1]
+    assert user == {
+        "sessionUpdate": "user_message",
+        "messageId": message_id,
+        "content": [{"type": "text", "text": "tour please"}],
+    }
+    assert updates[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+    chunks = [u for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert "".join(u["content"]["text"] for u in chunks) == "Hello from v2.\nDone."
+    run_id = message_id.rsplit(":", 1)[0]
+    assert {u["messageId"] for u in chunks} == {f"{run_id}:2", f"{run_id}:3"}
+    assert [u["plan"] for u in updates if u["sessionUpdate"] == "plan_update"] == [
+        {
+            "type": "items",
+            "planId": "plan",
+            "entries": [{"content": "Read notes", "status": "in_progress", "priority": "high"}],
+        }
+    ]
+    assert "tool_call" not in kinds(updates) and "plan" not in kinds(updates)
+    # the write asked first: requires_action while the question waited, running once answered
+    assert kinds(updates).count("state_update:requires_action") == 1
+    at = kinds(updates).index("state_update:requires_action")
+    assert kinds(updates)[at + 1] == "state_update:running"
+    (question,) = turn["asked"]
+    assert question["title"] == "Write out.txt"
+    assert question["subject"]["type"] == "tool_call"
+    diffs = [
+        item
+        for u in updates
+        if u["sessionUpdate"] == "tool_call_update"
+        for item in u.get("content") or []
+        if item["type"] == "diff"
+    ]
+    assert diffs and diffs[-1]["changes"][0]["operation"] == "add"
+    assert diffs[-1]["changes"][0]["path"].endswith("out.txt")
+    assert (workspace(tmp_path) / "out.txt").read_text() == "written by the agent\n"  # locally: v2 has no client fs
+
+
+def test_the_sdk_session_helper_reads_a_v2_turn_until_idle(v2_client, tmp_path):
+    summary = run_v2(v2_client, tmp_path, [{"do": "sdkPrompt", "text": "hello"}])
+    step = summary["steps"][0]
+    assert step["text"] == "short reply"
+    assert step["result"]["messageId"].endswith(":0")
+
+
+def test_cancel_ends_a_v2_turn_idle_cancelled_and_a_failure_idle_error(v2_client, tmp_path):
+    steps = [
+        {"do": "new"},
+        {"do": "prompt", "text": "long one", "cancelOn": "agent_message_chunk"},
+        {"do": "prompt", "text": "guarded delete", "cancelOn": "permission"},
+        {"do": "prompt", "text": "fail now"},
+    ]
+    summary = run_v2(v2_client, tmp_path, steps)
+    long_turn, guarded, failed = summary["steps"][1:]
+    assert long_turn["updates"][-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
+    assert guarded["updates"][-1]["stopReason"] == "cancelled"
+    assert "requires_action" in [u.get("state") for u in guarded["updates"]]
+    assert failed["updates"][-1]["stopReason"] == "error"
+    assert "scripted failure" in failed["updates"][-1]["error"]["message"]
+
+
+def test_resume_after_a_restart_replays_with_the_live_ids_only_when_asked(v2_client, tmp_path):
+    steps = [
+        {"do": "new"},
+        {"do": "prompt", "text": "tour please"},
+        {"do": "restart"},
+        {"do": "resume", "replay": False},
+        {"do": "restart"},
+        {"do": "resume", "replay": True},
+        {"do": "prompt", "text": "again"},
+    ]
+    summary = run_v2(v2_client, tmp_path, steps)
+    live = summary["steps"][1]["updates"]
+    bare, replayed, again = summary["steps"][3], summary["steps"][5], summary["steps"][6]
+    assert bare["updates"] == [{"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}]
+    shown = replayed["updates"]
+    assert shown[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+
+    def ids(updates: list[dict[str, Any]], kind: str) -> list[str]:
+        return sorted({u["messageId"] for u in updates if u["sessionUpdate"] == kind})
+
+    assert ids(shown, "agent_message_chunk") == ids(live, "agent_message_chunk")
+    assert ids(shown, "user_message_chunk") == [summary["steps"][1]["result"]["messageId"]]
+    tools = {u["toolCallId"] for u in live if u["sessionUpdate"] == "tool_call_update"}
+    assert {u["toolCallId"] for u in shown if u["sessionUpdate"] == "tool_call_update"} == tools
+    assert replayed["asked"] == []  # nothing ran again
+    assert again["updates"][-1]["stopReason"] == "end_turn"
+
+
+def test_a_v1_session_is_resumed_by_a_v2_client_and_the_other_way_round(v2_client, tmp_path):
+    v1 = StdioServer(*server_args(tmp_path))
+    try:
+        session = v1.start_session(str(workspace(tmp_path)))
+        v1.call("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]})
+    finally:
+        stop(v1)
+    summary = run_v2(
+        v2_client, tmp_path, [{"do": "resume", "replay": True}, {"do": "prompt", "text": "from v2"}], session=session
+    )
+    replayed = summary["steps"][0]["updates"]
+    assert [u["content"]["text"] for u in replayed if u["sessionUpdate"] == "agent_message_chunk"] == ["short reply"]
+    back = StdioServer(*server_args(tmp_path))
+    try:
+        back.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        back.call("session/load", {"sessionId": session, "cwd": str(workspace(tmp_path)), "mcpServers": []})
+        texts = [
+            f["params"]["update"]["content"]["text"]
+            for f in back.frames
+            if f.get("method") == "session/update"
+            and f["params"]["update"]["sessionUpdate"] in ("agent_message_chunk", "user_message_chunk")
+        ]
+        assert texts == ["hi", "short reply", "from v2", "short reply"]
+    finally:
+        stop(back)
