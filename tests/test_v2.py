@@ -18,7 +18,10 @@ from installs import CLIENTS, node_packages
 from schema_check import check_agent_frame
 from stdio_server import StdioServer
 
+from acp_server.turns import mapping_v2
+
 V2_CLIENT = CLIENTS / "v2-client.mjs"
+FAKE_AGENT = str(Path(__file__).with_name("fake_acp_agent.py"))
 CLIENT_TIMEOUT = 90
 
 SCRIPT = {
@@ -78,11 +81,17 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def run_v2(
-    command: list[str], tmp_path: Path, steps: list[dict[str, Any]], session: str | None = None
+    command: list[str],
+    tmp_path: Path,
+    steps: list[dict[str, Any]],
+    session: str | None = None,
+    args: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run the v2 client through `steps`; every server frame checked against the v2 schema."""
+    """Run the v2 client through `steps` against a server with `args` (the scripted agent's by
+    default); every frame the server writes is checked against the v2 schema."""
+    args = server_args(tmp_path) if args is None else args
     config = {
-        "server": {"command": sys.executable, "args": ["-m", "acp_server", *server_args(tmp_path)]},
+        "server": {"command": sys.executable, "args": ["-m", "acp_server", *args]},
         "cwd": str(workspace(tmp_path)),
         "steps": steps,
         "session": session,
@@ -217,6 +226,8 @@ def test_cancel_ends_a_v2_turn_idle_cancelled_and_a_failure_idle_error(v2_client
     long_turn, guarded, failed = summary["steps"][1:]
     assert long_turn["updates"][-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
     assert guarded["updates"][-1]["stopReason"] == "cancelled"
+    closed = [u for u in guarded["updates"] if u["sessionUpdate"] == "tool_call_update" and u.get("status")]
+    assert closed[-1]["status"] == "cancelled"  # v2's own status for a tool call its cancelled turn left
     assert "requires_action" in [u.get("state") for u in guarded["updates"]]
     assert failed["updates"][-1]["stopReason"] == "error"
     assert "scripted failure" in failed["updates"][-1]["error"]["message"]
@@ -275,3 +286,80 @@ def test_a_v1_session_is_resumed_by_a_v2_client_and_the_other_way_round(v2_clien
         assert texts == ["hi", "short reply", "from v2", "short reply"]
     finally:
         stop(back)
+
+
+def test_an_acp_agent_below_speaking_v1_gives_a_v2_client_a_v2_turn_that_survives_a_restart(v2_client, tmp_path):
+    below = ["--agent", "acp", "--db", str(tmp_path / "journal.db"), "--"]
+    below += [sys.executable, FAKE_AGENT, "--store", str(tmp_path / "store.json"), "--v1", "--modes"]
+    steps = [
+        {"do": "new"},
+        {
+            "do": "request",
+            "method": "session/set_config_option",
+            "params": {"sessionId": "$SESSION", "configId": "model", "type": "id", "value": "small"},
+        },
+        {"do": "prompt", "text": "ask first"},
+        {"do": "prompt", "text": "slow one", "cancelOn": "agent_message_chunk"},
+        {"do": "restart"},
+        {"do": "resume", "replay": True},
+        {"do": "request", "method": "session/list", "params": {"cwd": "$CWD"}},
+        {"do": "request", "method": "session/close", "params": {"sessionId": "$SESSION"}},
+    ]
+    summary = run_v2(v2_client, tmp_path, steps, args=below)
+    new, option, asked, slow, _, resumed, listed, closed = summary["steps"]
+    categories = {o["configId"]: o.get("category") for o in new["result"]["configOptions"]}
+    assert categories["agent-mode"] == "mode"  # the agent's modes, as v2's mode option
+    (question,) = asked["asked"]
+    assert question["title"] == "Run ls -la" and question["subject"]["toolCall"]["toolCallId"]
+    states = [u["state"] for u in asked["updates"] if u["sessionUpdate"] == "state_update"]
+    assert states == ["running", "requires_action", "running", "idle"]
+    said = [u for u in asked["updates"] if u["sessionUpdate"] == "agent_message_chunk"]
+    assert said[0]["messageId"] == "their-0"  # the agent below's own id, kept
+    assert slow["updates"][-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
+    assert "error" not in option
+    assert {o["configId"]: o["currentValue"] for o in option["result"]["configOptions"]}["model"] == "small"
+    live_ids = {u["messageId"] for step in (asked, slow) for u in step["updates"] if "messageId" in u}
+    replay_ids = {u["messageId"] for u in resumed["updates"] if "messageId" in u}
+    assert live_ids <= replay_ids
+    assert resumed["updates"][-1]["state"] == "idle"
+    assert [s["sessionId"] for s in listed["result"]["sessions"]] == [summary["sessionId"]]
+    assert closed["result"] == {}
+
+
+def test_the_echo_agent_gives_a_v2_client_a_whole_turn(v2_client, tmp_path):
+    summary = run_v2(
+        v2_client,
+        tmp_path,
+        [{"do": "sdkPrompt", "text": "say this"}],
+        args=["--agent", "echo", "--db", str(tmp_path / "j.db")],
+    )
+    assert "say this" in summary["steps"][0]["text"]
+
+
+def test_a_diff_becomes_v2_changes_with_a_git_patch():
+    v1 = {"type": "diff", "path": "/w/a.txt", "oldText": "one\n", "newText": "one\ntwo"}
+    assert mapping_v2.tool_content(v1) == {
+        "type": "diff",
+        "changes": [{"operation": "modify", "path": "/w/a.txt", "fileType": "text"}],
+        "patch": {
+            "format": "git_patch",
+            "text": "diff --git a/w/a.txt b/w/a.txt\n--- a/w/a.txt\n+++ b/w/a.txt\n@@ -1 +1,2 @@\n one\n+two\n"
+            "\\ No newline at end of file\n",
+        },
+    }
+
+
+def test_v1_shapes_without_a_v2_form_are_rewritten_or_dropped():
+    assert mapping_v2.update({"sessionUpdate": "current_mode_update", "currentModeId": "x"}) is None
+    assert mapping_v2.update({"sessionUpdate": "tool_call", "toolCallId": "t", "title": "T", "status": "pending"}) == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "t",
+        "title": "T",
+        "status": "pending",
+    }
+    command = {"name": "help", "description": "d", "input": {"hint": "topic"}}
+    assert mapping_v2.commands([command]) == [
+        {"type": "command", "name": "help", "description": "d", "input": {"type": "text", "hint": "topic"}}
+    ]
+    unknown = {"sessionUpdate": "_vendor_thing", "x": 1}
+    assert mapping_v2.update(unknown) == unknown  # passed through as sent

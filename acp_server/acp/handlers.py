@@ -236,14 +236,14 @@ class AcpAgent:
 
     def _initialize_v2(self, params: dict[str, Any]) -> dict[str, Any]:
         """v2's client capabilities hold no fs or terminal: our agents use their local ones."""
-        from acp_server.acp.v2 import V2Dialect, V2Surface, as_object
+        from acp_server.acp.v2 import V2Surface, as_object
 
         terminal_auth = "terminal" in as_object(as_object(params.get("capabilities")).get("auth"))
         client = ClientCapabilities.from_wire({}, as_object(params.get("info")))
         self.client = replace(client, terminal_auth=terminal_auth)
         surface = V2Surface(self)
         self._table = surface.table()
-        self.peer.speak(V2Dialect())
+        self.peer.speak(surface.dialect)
         self._initialized = True
         return surface.initialize_result()
 

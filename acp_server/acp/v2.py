@@ -50,12 +50,24 @@ class V2Dialect:
 
     def __init__(self) -> None:
         self._asking: dict[str, int] = {}  # session -> permission questions open
+        self._cancelling: set[str] = set()  # sessions whose turn this client cancelled, until idle
+
+    def cancelling(self, session_id: str) -> None:
+        """The client cancelled the session's turn: the tool calls it leaves open end `cancelled`."""
+        self._cancelling.add(session_id)
 
     def notification(self, method: str, params: dict[str, Any]) -> list[Notice]:
         if method != methods.SESSION_UPDATE:
             return [(method, params)]
         shown = mapping_v2.update(params["update"])
-        return [] if shown is None else [(method, {**params, "update": shown})]
+        if shown is None:
+            return []
+        session_id = params["sessionId"]
+        if session_id in self._cancelling:
+            shown = mapping_v2.cancelled(shown)
+            if shown.get("sessionUpdate") == "state_update" and shown.get("state") == "idle":
+                self._cancelling.discard(session_id)
+        return [(method, {**params, "update": shown})]
 
     def request(self, method: str, params: dict[str, Any]) -> tuple[list[Notice], dict[str, Any]]:
         if method != methods.REQUEST_PERMISSION:
@@ -110,6 +122,7 @@ class V2Surface:
 
     def __init__(self, agent: ServedAgent) -> None:
         self.agent = agent
+        self.dialect = V2Dialect()
 
     def table(self) -> dict[str, Handler]:
         agent = self.agent
@@ -119,7 +132,7 @@ class V2Surface:
             methods.AUTH_LOGOUT: agent.handle_logout,
             methods.SESSION_NEW: self.handle_session_new,
             methods.SESSION_PROMPT: self.handle_session_prompt,
-            methods.SESSION_CANCEL: agent.handle_session_cancel,
+            methods.SESSION_CANCEL: self.handle_session_cancel,
             methods.SESSION_SET_CONFIG_OPTION: self.handle_session_set_config_option,
         }
         if agent.journal is not None:
@@ -166,6 +179,12 @@ class V2Surface:
             raise invalid_params(FieldProblem("type", "is not supported"), message=f"no {kind} config options here")
         result = await self.agent.handle_session_set_config_option({k: v for k, v in params.items() if k != "type"})
         return {"configOptions": mapping_v2.config_options(result["configOptions"])}
+
+    async def handle_session_cancel(self, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = as_object(params).get("sessionId")
+        if isinstance(session_id, str) and self.agent.sessions.live(session_id) is not None:
+            self.dialect.cancelling(session_id)
+        return await self.agent.handle_session_cancel(params)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         """With `replayFrom: {type: start}` the journal's history first (the ids shown live, final

@@ -46,6 +46,15 @@ def update(v1: dict[str, Any]) -> dict[str, Any] | None:
     return v1  # the same in both: session_info_update, usage_update, notice, compaction_*
 
 
+def cancelled(shown: dict[str, Any]) -> dict[str, Any]:
+    """An update of a cancelled turn: a tool call it closed (bare `failed`) ends `cancelled`,
+    v2's status for it (v1 has none)."""
+    bare = shown.keys() == {"sessionUpdate", "toolCallId", "status"}
+    if bare and shown["sessionUpdate"] == "tool_call_update" and shown["status"] == "failed":
+        return {**shown, "status": "cancelled"}
+    return shown
+
+
 def tool_call(fields: dict[str, Any]) -> dict[str, Any]:
     """A v1 tool call (or its update) as a v2 `ToolCallUpdate` patch: absent fields unchanged."""
     if "content" not in fields:
