@@ -18,6 +18,7 @@ from installs import CLIENTS, node_packages
 from schema_check import check_agent_frame
 from stdio_server import StdioServer
 
+from acp_server.rpc.errors import REQUEST_CANCELLED
 from acp_server.turns import mapping_v2
 
 V2_CLIENT = CLIENTS / "v2-client.mjs"
@@ -231,6 +232,17 @@ def test_cancel_ends_a_v2_turn_idle_cancelled_and_a_failure_idle_error(v2_client
     assert "requires_action" in [u.get("state") for u in guarded["updates"]]
     assert failed["updates"][-1]["stopReason"] == "error"
     assert "scripted failure" in failed["updates"][-1]["error"]["message"]
+
+
+def test_a_prompt_held_behind_a_running_turn_is_withdrawn_by_a_cancel_with_the_turn_ending_idle_once(
+    v2_client, tmp_path
+):
+    summary = run_v2(v2_client, tmp_path, [{"do": "new"}, {"do": "held", "text": "long one", "then": "hello"}])
+    step = summary["steps"][1]
+    assert step["result"]["messageId"].endswith(":0")  # answered when it started, before the cancel
+    assert step["held"]["error"]["code"] == REQUEST_CANCELLED
+    idles = [u for u in step["updates"] if u.get("state") == "idle"]
+    assert idles == [{"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}]
 
 
 def test_resume_after_a_restart_replays_with_the_live_ids_only_when_asked(v2_client, tmp_path):

@@ -234,7 +234,7 @@ class V2Surface:
 
         async def turn() -> None:
             try:
-                await self._turn(session, blocks, on_start)
+                await self._turn(session, blocks, on_start, started)
             finally:
                 settled.set()
 
@@ -244,15 +244,17 @@ class V2Surface:
             raise RpcError(REQUEST_CANCELLED, "The prompt was cancelled before its turn started")
         return {"messageId": prompt_message_id(started[0])}
 
-    async def _turn(self, session: Session, blocks: tuple[dict[str, Any], ...], on_start: OnStart) -> None:
+    async def _turn(
+        self, session: Session, blocks: tuple[dict[str, Any], ...], on_start: OnStart, started: list[str]
+    ) -> None:
         try:
             result = await self.agent.prompts.prompt(session, blocks, started=on_start)
         except RpcError as exc:
             error = {"code": exc.code, "message": exc.message}
             idle = mapping_v2.state_update("idle", stop_reason="error", error=error)
         else:
-            if result.stop_reason == "cancelled" and session.queue.busy():
-                return  # a held prompt withdrawn: the turn still running reports its own end
+            if not started:
+                return  # a held prompt withdrawn by a cancel: the turn it waited behind says idle
             idle = mapping_v2.state_update("idle", stop_reason=result.stop_reason)
         await self._notify(session.id, idle)
 

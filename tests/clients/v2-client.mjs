@@ -14,6 +14,8 @@
 // STEP = {"do": "new"}                                          session/new
 //      | {"do": "prompt", "text": "…", "cancelOn": "permission" | "agent_message_chunk",
 //         "permission": "allow_once" | "reject_once" | "cancelled"}   prompt, then read until idle
+//      | {"do": "held", "text": "…", "then": "…"}                 prompt, then (once it streams) a second
+//                                                              prompt held behind it, then session/cancel
 //      | {"do": "sdkPrompt", "text": "…"}                        ActiveSession.prompt + readTextUntilIdle
 //      | {"do": "resume", "replay": true|false}                  session/resume (replayFrom start or none)
 //      | {"do": "request", "method": "…", "params": {…}}        any request ("$SESSION", "$CWD" replaced)
@@ -159,6 +161,21 @@ async function runStep(conn, ctx, step) {
       "prompt answer",
     );
     await ended;
+  } else if (step.do === "held") {
+    const prompt = (text) => ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
+    const streaming = until((u) => u.sessionUpdate === "agent_message_chunk", "first turn streams");
+    const first = prompt(step.text);
+    await streaming;
+    const second = prompt(step.then).then(
+      (result) => ({ result }),
+      (error) => ({ error: { code: error.code, message: error.message } }),
+    );
+    const ended = until(idle, "idle after the cancel");
+    await ctx.notify("session/cancel", { sessionId });
+    got.result = await withTimeout(first, "first prompt answer");
+    got.held = await withTimeout(second, "held prompt answer");
+    await ended;
+    got.idles = state.updates.slice(mark).filter(idle).length;
   } else if (step.do === "sdkPrompt") {
     const session = await ctx.buildSession(config.cwd).start();
     sessionId = session.sessionId;
