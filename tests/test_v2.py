@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_openai import FakeOpenAI, reply
 from installs import CLIENTS, node_packages
 from schema_check import check_agent_frame
 from stdio_server import StdioServer
@@ -87,12 +88,13 @@ def run_v2(
     steps: list[dict[str, Any]],
     session: str | None = None,
     args: list[str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run the v2 client through `steps` against a server with `args` (the scripted agent's by
     default); every frame the server writes is checked against the v2 schema."""
     args = server_args(tmp_path) if args is None else args
     config = {
-        "server": {"command": sys.executable, "args": ["-m", "acp_server", *args]},
+        "server": {"command": sys.executable, "args": ["-m", "acp_server", *args], "env": env or {}},
         "cwd": str(workspace(tmp_path)),
         "steps": steps,
         "session": session,
@@ -375,3 +377,44 @@ def test_v1_shapes_without_a_v2_form_are_rewritten_or_dropped():
     ]
     unknown = {"sessionUpdate": "_vendor_thing", "x": 1}
     assert mapping_v2.update(unknown) == unknown  # passed through as sent
+
+
+def test_the_openai_agent_gives_a_v2_client_its_turn_with_a_tool_and_a_restart_replays_it(v2_client, tmp_path):
+    (workspace(tmp_path) / "a.txt").write_text("hi\n")
+    with FakeOpenAI(models=["gpt-4o"]) as fake:
+        fake.script(
+            reply("Looking.", reasoning="Let me see.", tools=[("read_file", {"path": "a.txt"})]),
+            reply("It says hi."),
+        )
+        args = ["--agent", "openai", "--model", "gpt-4o", "--base-url", fake.base_url, "--db", str(tmp_path / "j.db")]
+        env = {"OPENAI_API_KEY": "sk-test", "XDG_CONFIG_HOME": str(tmp_path / "config")}
+        steps = [{"do": "new"}, {"do": "prompt", "text": "what does a.txt say?"}, {"do": "restart"}]
+        steps.append({"do": "resume", "replay": True})
+        summary = run_v2(v2_client, tmp_path, steps, args=args, env=env)
+    live, resumed = summary["steps"][1], summary["steps"][3]
+    run_id = live["result"]["messageId"].rsplit(":", 1)[0]
+    texts = joined(live["updates"])
+    assert texts == [
+        ("agent_thought_chunk", f"{run_id}:1", "Let me see."),
+        ("agent_message_chunk", f"{run_id}:2", "Looking."),
+        ("agent_message_chunk", f"{run_id}:3", "It says hi."),
+    ]
+    calls = [u for u in live["updates"] if u["sessionUpdate"] == "tool_call_update"]
+    assert calls[0]["name"] == "read_file" and calls[-1]["status"] == "completed"
+    replayed_calls = [u for u in resumed["updates"] if u["sessionUpdate"] == "tool_call_update"]
+    assert replayed_calls[-1]["status"] == "completed"
+    assert {u["toolCallId"] for u in replayed_calls} == {calls[0]["toolCallId"]}
+    assert [t for t in joined(resumed["updates"]) if t[0] != "user_message_chunk"] == texts
+
+
+def joined(updates: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The text chunks as (kind, message id, text), consecutive chunks of one message joined."""
+    texts: list[tuple[str, str, str]] = []
+    for u in updates:
+        if not u["sessionUpdate"].endswith("_chunk") or u["content"].get("type") != "text":
+            continue
+        if texts and texts[-1][:2] == (u["sessionUpdate"], u["messageId"]):
+            texts[-1] = (*texts[-1][:2], texts[-1][2] + u["content"]["text"])
+        else:
+            texts.append((u["sessionUpdate"], u["messageId"], u["content"]["text"]))
+    return texts

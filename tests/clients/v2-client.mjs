@@ -5,7 +5,7 @@
 // Usage: node v2-client.mjs @path/to/config.json
 //
 // CONFIG = {
-//   "server": {"command": "/path/python", "args": ["-m", "acp_server", ...]},
+//   "server": {"command": "/path/python", "args": ["-m", "acp_server", ...], "env": {...}},
 //   "cwd": "/absolute/workspace",
 //   "session": "sess_…",            // optional: resume this session instead of creating one
 //   "steps": [STEP, ...],
@@ -70,8 +70,8 @@ function substitute(value) {
 
 // One server process and one v2 connection to it, until `close`.
 function connect(label) {
-  const { command, args = [] } = config.server;
-  const child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"] });
+  const { command, args = [], env = {} } = config.server;
+  const child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, ...env } });
   const proc = { label, frames: [], stderr: "" };
   summary.processes.push(proc);
   child.stderr.on("data", (chunk) => {
