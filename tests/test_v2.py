@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, reply
+from hermes_home import hermes_model
 from installs import CLIENTS, node_packages
 from schema_check import check_agent_frame
 from stdio_server import StdioServer
@@ -418,3 +419,23 @@ def joined(updates: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
         else:
             texts.append((u["sessionUpdate"], u["messageId"], u["content"]["text"]))
     return texts
+
+
+def test_hermes_gives_a_v2_client_a_turn_with_a_tool_that_a_restart_resumes_from_the_journal(
+    v2_client, tmp_path, monkeypatch
+):
+    (workspace(tmp_path) / "a.txt").write_text("alpha\n")
+    with hermes_model(tmp_path, monkeypatch) as fake:
+        fake.script(reply(tools=[("read_file", {"path": "a.txt"})]), reply("It says alpha."), reply("Yes."))
+        steps = [{"do": "new"}, {"do": "prompt", "text": "what is in a.txt?"}, {"do": "restart"}]
+        steps += [{"do": "resume", "replay": True}, {"do": "prompt", "text": "sure?"}]
+        summary = run_v2(v2_client, tmp_path, steps, args=["--agent", "hermes", "--db", str(tmp_path / "j.db")])
+    live, resumed, again = summary["steps"][1], summary["steps"][3], summary["steps"][4]
+    assert [t[2] for t in joined(live["updates"])] == ["It says alpha."]
+    assert live["updates"][-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+    call = [u for u in live["updates"] if u["sessionUpdate"] == "tool_call_update"]
+    assert call[-1]["status"] == "completed"
+    assert joined(resumed["updates"])[1:] == joined(live["updates"])  # after the prompt: the same ids and text
+    assert [t[2] for t in joined(again["updates"])] == ["Yes."]
+    calls = [c["id"] for m in fake.chats[-1]["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    assert calls == ["call_0_read_file"]  # the restarted agent knows its tool call from the journal
