@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, reply
+from harness import running
 from hermes_home import hermes_model
 from installs import CLIENTS, node_packages
 from schema_check import check_agent_frame
 from stdio_server import StdioServer
+from test_reattach import hub_serving
 
 from acp_server.rpc.errors import REQUEST_CANCELLED
 from acp_server.turns import mapping_v2
@@ -439,3 +441,9 @@ def test_hermes_gives_a_v2_client_a_turn_with_a_tool_that_a_restart_resumes_from
     assert [t[2] for t in joined(again["updates"])] == ["Yes."]
     calls = [c["id"] for m in fake.chats[-1]["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
     assert calls == ["call_0_read_file"]  # the restarted agent knows its tool call from the journal
+
+
+async def test_a_runner_connection_asked_for_v2_answers_v1_as_the_docs_say(tmp_path):
+    async with hub_serving(tmp_path) as hub, running(hub.agent()) as front:
+        result = await front.request("initialize", {"protocolVersion": 2, "clientCapabilities": {}})
+    assert result["protocolVersion"] == 1  # v2 through the runner is not served yet (docs/protocol.md)
