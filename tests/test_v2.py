@@ -22,7 +22,7 @@ from schema_check import check_agent_frame
 from stdio_server import StdioServer
 from test_reattach import hub_serving
 
-from acp_server.rpc.errors import REQUEST_CANCELLED
+from acp_server.rpc.errors import AUTH_REQUIRED, REQUEST_CANCELLED
 from acp_server.turns import mapping_v2
 
 V2_CLIENT = CLIENTS / "v2-client.mjs"
@@ -447,3 +447,20 @@ async def test_a_runner_connection_asked_for_v2_answers_v1_as_the_docs_say(tmp_p
     async with hub_serving(tmp_path) as hub, running(hub.agent()) as front:
         result = await front.request("initialize", {"protocolVersion": 2, "clientCapabilities": {}})
     assert result["protocolVersion"] == 1  # v2 through the runner is not served yet (docs/protocol.md)
+
+
+def test_an_agent_below_that_needs_a_login_offers_it_to_a_v2_client_and_auth_login_runs_it(v2_client, tmp_path):
+    below = ["--agent", "acp", "--db", str(tmp_path / "journal.db"), "--"]
+    below += [sys.executable, FAKE_AGENT, "--store", str(tmp_path / "store.json"), "--auth"]
+    steps = [
+        {"do": "request", "method": "session/new", "params": {"cwd": "$CWD", "mcpServers": []}},
+        {"do": "request", "method": "auth/login", "params": {"methodId": "login"}},
+        {"do": "new"},
+    ]
+    summary = run_v2(v2_client, tmp_path, steps, args=below)
+    assert summary["initialize"]["authMethods"] == [{"type": "agent", "methodId": "login", "name": "Log in"}]
+    assert "auth" in summary["initialize"]["capabilities"]
+    refused, login, created = summary["steps"]
+    assert refused["error"]["code"] == AUTH_REQUIRED
+    assert login["result"] == {}
+    assert created["result"]["sessionId"]
