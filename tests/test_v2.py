@@ -22,7 +22,7 @@ from schema_check import check_agent_frame
 from stdio_server import StdioServer
 from test_reattach import hub_serving
 
-from acp_server.rpc.errors import AUTH_REQUIRED, REQUEST_CANCELLED
+from acp_server.rpc.errors import AUTH_REQUIRED, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_CANCELLED
 from acp_server.turns import mapping_v2
 
 V2_CLIENT = CLIENTS / "v2-client.mjs"
@@ -343,14 +343,22 @@ def test_an_acp_agent_below_speaking_v1_gives_a_v2_client_a_v2_turn_that_survive
     assert closed["result"] == {}
 
 
-def test_the_echo_agent_gives_a_v2_client_a_whole_turn(v2_client, tmp_path):
-    summary = run_v2(
-        v2_client,
-        tmp_path,
-        [{"do": "sdkPrompt", "text": "say this"}],
-        args=["--agent", "echo", "--db", str(tmp_path / "j.db")],
-    )
-    assert "say this" in summary["steps"][0]["text"]
+def test_the_echo_agent_gives_a_v2_client_a_whole_turn_and_refuses_what_v2_does_not_have(v2_client, tmp_path):
+    steps = [
+        {"do": "sdkPrompt", "text": "say this"},
+        {"do": "request", "method": "session/set_mode", "params": {"sessionId": "$SESSION", "modeId": "ask"}},
+        {"do": "request", "method": "session/load", "params": {"sessionId": "$SESSION", "cwd": "$CWD"}},
+        {
+            "do": "request",
+            "method": "session/resume",
+            "params": {"sessionId": "$SESSION", "cwd": "$CWD", "replayFrom": {"type": "_from_the_middle"}},
+        },
+    ]
+    summary = run_v2(v2_client, tmp_path, steps, args=["--agent", "echo", "--db", str(tmp_path / "j.db")])
+    turn, set_mode, load, resume = summary["steps"]
+    assert "say this" in turn["text"]
+    assert set_mode["error"]["code"] == load["error"]["code"] == METHOD_NOT_FOUND  # v1's, not v2's
+    assert resume["error"]["code"] == INVALID_PARAMS  # a replay point we cannot serve is refused
 
 
 def test_a_diff_becomes_v2_changes_with_a_git_patch():
