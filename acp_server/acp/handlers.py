@@ -61,6 +61,7 @@ from acp_server.rpc.errors import (
     AUTH_REQUIRED,
     INTERNAL_ERROR,
     INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     FieldProblem,
     PeerClosedError,
     RpcError,
@@ -125,6 +126,9 @@ class AcpAgent:
         )
         self.client = ClientCapabilities()
         self.peer = peer if peer is not None else Peer(sequential=SEQUENTIAL)
+        # v2 rewrites what the turns send on this peer; a runner's turns send on `outbound`.
+        self.v2 = outbound is None
+        self._table: dict[str, Handler] = {}
         self._initialized = False
         self._commands = available_commands(self.capabilities)
         self.prompts = Prompts(
@@ -148,6 +152,21 @@ class AcpAgent:
         )
 
     def handlers(self) -> dict[str, Handler]:
+        """Every method of either version; each call is served by the table `initialize` chose."""
+        self._table = self._v1_table()
+        names = self._table.keys() | methods.V2_AGENT_METHODS
+        return {name: self._gated(name, self._chosen(name)) for name in names}
+
+    def _chosen(self, name: str) -> Handler:
+        async def chosen(params: dict[str, Any]) -> Any:
+            handler = self._table.get(name)
+            if handler is None:
+                raise RpcError(METHOD_NOT_FOUND, "Method not found")
+            return await handler(params)
+
+        return chosen
+
+    def _v1_table(self) -> dict[str, Handler]:
         table: dict[str, Handler] = {
             methods.INITIALIZE: self.handle_initialize,
             methods.AUTHENTICATE: self.handle_authenticate,
@@ -166,7 +185,7 @@ class AcpAgent:
                 methods.SESSION_CLOSE: self.handle_session_close,
                 methods.SESSION_DELETE: self.handle_session_delete,
             }
-        return {name: self._gated(name, handler) for name, handler in table.items()}
+        return table
 
     def _gated(self, name: str, handler: Handler) -> Handler:
         if name == methods.INITIALIZE:
@@ -185,7 +204,11 @@ class AcpAgent:
     # --- connection ----------------------------------------------------------------------
 
     async def handle_initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The version is chosen here, once: 1 gets v1, 2 (or any other, as long as this
+        connection can speak v2) gets v2's handlers and dialect (acp.v2)."""
         request = initialize_params(params)
+        if request.protocol_version != PROTOCOL_VERSION and self.v2:
+            return self._initialize_v2(params)
         self.client = ClientCapabilities.from_wire(request.client_capabilities, request.client_info)
         for entry in self.client.quirks.applied:
             log.info("client %s: applying quirk %s (it %s)", entry.client, entry.quirk, entry.why)
@@ -210,6 +233,19 @@ class AcpAgent:
             ),
         )
         return wire(result)
+
+    def _initialize_v2(self, params: dict[str, Any]) -> dict[str, Any]:
+        """v2's client capabilities hold no fs or terminal: our agents use their local ones."""
+        from acp_server.acp.v2 import V2Surface, as_object
+
+        terminal_auth = "terminal" in as_object(as_object(params.get("capabilities")).get("auth"))
+        client = ClientCapabilities.from_wire({}, as_object(params.get("info")))
+        self.client = replace(client, terminal_auth=terminal_auth)
+        surface = V2Surface(self)
+        self._table = surface.table()
+        self.peer.speak(surface.dialect)
+        self._initialized = True
+        return surface.initialize_result()
 
     def _session_capabilities(self) -> SessionCapabilities:
         """Listing, resuming, closing and deleting need the journal; extra directories do not."""
@@ -346,14 +382,14 @@ class AcpAgent:
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """Replay the whole conversation, then answer (modes and config options): history comes first."""
-        session = await self._reattach(load_session_params(params))
+        session = await self.reattach(load_session_params(params))
         assert self.journal is not None
         await self.replay(session)
-        return self._reopened(session)
+        return self.reopened(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         """What load sends but the history: the answer (modes and config options), then the commands."""
-        return self._reopened(await self._reattach(load_session_params(params)))
+        return self.reopened(await self.reattach(load_session_params(params)))
 
     async def replay(self, session: Session, *, run_id: str | None = None, seen: dict[str, int] | None = None) -> None:
         """Send the session's history (or only its run `run_id`) as updates, a run cut off ending
@@ -370,13 +406,13 @@ class AcpAgent:
         elif (run := await self.journal.get_run(run_id)) is not None and run.session_id == session.id:
             await history.send_runs([run])
 
-    def _reopened(self, session: Session) -> dict[str, Any]:
+    def reopened(self, session: Session) -> dict[str, Any]:
         """How load and resume end: the commands follow the answer, as after session/new."""
         self._announce_commands(session)
         self._open(session)
         return self._session_state(session)
 
-    async def _reattach(self, request: LoadSessionRequest) -> Session:
+    async def reattach(self, request: LoadSessionRequest) -> Session:
         """The stored session for load and resume, with the client's MCP servers; its cwd must
         be the one the session was created with (the same directory, however it is spelled)."""
         self._check_mcp_transports(request.mcp_servers)
@@ -510,10 +546,10 @@ class AcpAgent:
         request = parse(PromptParams, params)
         session = await self.sessions.get(request.session_id)
         blocks = tuple(block.model_dump(by_alias=True, exclude_none=True) for block in request.prompt)
-        self._check_prompt_content(blocks)
+        self.check_prompt_content(blocks)
         return wire(await self.prompts.prompt(session, blocks))
 
-    def _check_prompt_content(self, blocks: tuple[dict[str, Any], ...]) -> None:
+    def check_prompt_content(self, blocks: tuple[dict[str, Any], ...]) -> None:
         allowed = {"text", "resource_link"}
         caps = self.capabilities
         allowed |= {

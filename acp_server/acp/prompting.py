@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Blocks = tuple[dict[str, Any], ...]
 Echo = Callable[[str, dict[str, Any]], Awaitable[None]]
+Started = Callable[[str], Awaitable[None]]
 CLIENT_LEFT_ERROR = "the client closed the connection during the turn"
 
 
@@ -112,17 +113,18 @@ class Prompts:
         self._echo = echo  # a runner's: what the prompting editor knows, shown to the others
         self._client_left = False
 
-    async def prompt(self, session: Session, blocks: Blocks) -> PromptResult:
+    async def prompt(self, session: Session, blocks: Blocks, *, started: Started | None = None) -> PromptResult:
         """One `session/prompt`: wait behind earlier turns, run, then the follow-up turns the
         agent asks for (`Sink.follow_up`) while no other prompt waits; answer with the last
-        turn's stop reason and the tokens of them all."""
+        turn's stop reason and the tokens of them all. `started` hears the run id as its turn
+        starts (ACP v2 answers the prompt then)."""
         ticket = session.queue.enter()
         try:
             await ticket.wait()
             if ticket.cancelled:
                 self._drop_follow_up(session)
                 return PromptResult(stop_reason="cancelled")
-            outcome = await self._run(session, blocks, ticket)
+            outcome = await self._run(session, blocks, ticket, started=started)
             spent = outcome.usage
             while outcome.stop_reason != "error" and (follow := self._next_follow_up(session, ticket)) is not None:
                 outcome = await self._run(session, follow.prompt, ticket, origin=follow.origin)
@@ -154,11 +156,19 @@ class Prompts:
             call_cancel_hook(self.adapter, session.id)
 
     async def _run(
-        self, session: Session, blocks: tuple[dict[str, Any], ...], ticket: Ticket, *, origin: str | None = None
+        self,
+        session: Session,
+        blocks: tuple[dict[str, Any], ...],
+        ticket: Ticket,
+        *,
+        origin: str | None = None,
+        started: Started | None = None,
     ) -> TurnOutcome:
         numbering = RunNumbering(f"run_{os.urandom(16).hex()}", session.id)
         if self.journal is not None:
             await self.journal.start_run(run_id=numbering.run_id, session_id=session.id)
+        if started is not None:
+            await started(numbering.run_id)
         tally = TurnTally()
         responded = False
         reply = RichReply(enabled=haui_on(session.config, self.options.haui))

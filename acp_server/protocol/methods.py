@@ -18,6 +18,8 @@ SESSION_PROMPT = "session/prompt"
 SESSION_CANCEL = "session/cancel"
 SESSION_SET_MODE = "session/set_mode"
 SESSION_SET_CONFIG_OPTION = "session/set_config_option"
+AUTH_LOGIN = "auth/login"  # v2's authenticate
+AUTH_LOGOUT = "auth/logout"  # v2's logout
 
 # --- client methods: we call them on the client ----------------------------------------------
 SESSION_UPDATE = "session/update"
@@ -60,5 +62,22 @@ CLIENT_METHODS = frozenset(
         TERMINAL_KILL,
         TERMINAL_RELEASE,
         ELICITATION_CREATE,
+    }
+)
+
+# ACP v2 (schema/v2): the agent methods a v2 client calls on us (v1's client fs/terminal are gone)
+V2_AGENT_METHODS = frozenset(
+    {
+        INITIALIZE,
+        AUTH_LOGIN,
+        AUTH_LOGOUT,
+        SESSION_NEW,
+        SESSION_RESUME,
+        SESSION_LIST,
+        SESSION_CLOSE,
+        SESSION_DELETE,
+        SESSION_PROMPT,
+        SESSION_CANCEL,
+        SESSION_SET_CONFIG_OPTION,
     }
 )

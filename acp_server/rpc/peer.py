@@ -16,7 +16,7 @@ import contextvars
 import json
 import logging
 from collections.abc import AsyncIterable, Awaitable, Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 from anyio.abc import TaskGroup
@@ -45,6 +45,24 @@ ORDERED_BUFFER = 1024  # notifications (and responses behind them) read but not 
 
 Message = dict[str, Any]
 IdKey = tuple[str, Any]
+
+
+class Dialect(Protocol):
+    """How this connection's peer speaks, chosen once by the layer above (ACP's protocol version):
+    it rewrites the params of what we send; the JSON-RPC layer only applies it."""
+
+    def notification(self, method: str, params: Message) -> list[tuple[str, Message]]:
+        """What to send for one notification: none, it rewritten, or several."""
+        ...
+
+    def request(self, method: str, params: Message) -> tuple[list[tuple[str, Message]], Message]:
+        """Notifications to send first, and the request's params."""
+        ...
+
+    def answered(self, method: str, params: Message) -> list[tuple[str, Message]]:
+        """Notifications to send once a request `params` (as sent) has its answer or gave up."""
+        ...
+
 
 # True while a notification handler runs: waiting there for a response would deadlock.
 _in_notification: contextvars.ContextVar[bool] = contextvars.ContextVar("in_notification", default=False)
@@ -109,6 +127,11 @@ class Peer:
         self._ordered: MemoryObjectSendStream[Message] | None = None
         self._ordered_backlog = 0  # queued or being handled; 0 means a response may resolve at once
         self._ordered_done = anyio.Event()
+        self._dialect: Dialect | None = None
+
+    def speak(self, dialect: Dialect) -> None:
+        """From now on, what this peer sends goes through `dialect` (set by `initialize`)."""
+        self._dialect = dialect
 
     # --- running -------------------------------------------------------------------------
 
@@ -339,7 +362,11 @@ class Peer:
     # --- outbound ------------------------------------------------------------------------
 
     async def notify(self, method: str, params: Message) -> None:
-        await self._outbox.send({"jsonrpc": "2.0", "method": method, "params": params})
+        if self._dialect is None:
+            await self._outbox.send({"jsonrpc": "2.0", "method": method, "params": params})
+            return
+        for name, rewritten in self._dialect.notification(method, params):
+            await self._outbox.send({"jsonrpc": "2.0", "method": name, "params": rewritten})
 
     async def notify_encoded(self, frame: bytes) -> None:
         """`notify` of a whole frame encoded once by `outbox.encode` for several peers."""
@@ -347,6 +374,9 @@ class Peer:
 
     async def notify_raw(self, method: str, params_json: str) -> None:
         """`notify` with params already encoded as `encode` would (a replay cache keeps them so)."""
+        if self._dialect is not None:
+            await self.notify(method, json.loads(params_json))
+            return
         frame = f'{{"jsonrpc":"2.0","method":{json.dumps(method)},"params":{params_json}}}\n'
         await self._outbox.send_encoded(frame.encode())
 
@@ -360,6 +390,10 @@ class Peer:
             )
         if self._closed:
             raise PeerClosedError(f"{method}: the connection is closed")
+        if self._dialect is not None:
+            before, params = self._dialect.request(method, params)
+            for name, notice in before:
+                await self.notify(name, notice)
         request_id = self._next_id
         self._next_id += 1
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -377,6 +411,9 @@ class Peer:
             self._pending.pop(request_id, None)
             if not answered and (future.cancelled() or not future.done()) and not self._closed:
                 self._outbox.put({"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": request_id}})
+            if self._dialect is not None and not self._closed:
+                for name, notice in self._dialect.answered(method, params):
+                    self._outbox.put({"jsonrpc": "2.0", "method": name, "params": notice})
 
     def _receive_response(self, message: Message) -> None:
         request_id = message.get("id")

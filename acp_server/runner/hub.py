@@ -307,16 +307,16 @@ class RunnerAgent(AcpAgent):
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """The history (a turn still running included), the answer, then the turn's live rest."""
-        session = await self._reattach(load_session_params(params))
+        session = await self.reattach(load_session_params(params))
         await self._open_here(session, history=True)
-        return self._reopened(session)
+        return self.reopened(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         """No history; but a turn still running is shown from its start, then goes on live, so
         the editor never gets a tail without its beginning."""
-        session = await self._reattach(load_session_params(params))
+        session = await self.reattach(load_session_params(params))
         await self._open_here(session, history=False)
-        return self._reopened(session)
+        return self.reopened(session)
 
     async def _open_here(self, session: Session, *, history: bool) -> None:
         """Replay the history (or only the turn running now), then, after the answer, the live
