@@ -85,6 +85,7 @@ class Agent:
         self.replayed = threading.Event()
         self.replayed.set()
         self.client_capabilities: dict[str, Any] = {}
+        self.full = False  # keep errors of answers too (`ask_full`)
 
     def send(self, message: dict[str, Any]) -> None:
         with self.lock:
@@ -102,6 +103,11 @@ class Agent:
         self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         self.answers[rid].wait(60)
         return self.results.pop(rid, None)
+
+    def ask_full(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The answer as a result or an error: {"result": ...} or {"error": ...}."""
+        self.full = True
+        return self.ask(method, params)
 
     def save(self) -> None:
         self.store.write_text(json.dumps(self.sessions))
@@ -198,6 +204,8 @@ class Agent:
             self.newest_v1(sid)
         if text.startswith(("fs/read_text_file ", "fs/write_text_file ")):
             self.files(sid, text)
+        elif text.startswith("terminal "):
+            self.terminal(sid, json.loads(text.split(" ", 1)[1]))
         elif "ask" in text:
             self.notify(
                 sid,
@@ -229,6 +237,8 @@ class Agent:
                     "content": {"type": "text", "text": f" answer={json.dumps(answer)}"},
                 },
             )
+            if " then terminal " in text:  # as Claude runs its Bash call once allowed
+                self.terminal(sid, json.loads(text.split(" then terminal ", 1)[1]))
         stop = "end_turn"
         if "slow" in text:
             self.notify(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": " working"}})
@@ -287,6 +297,19 @@ class Agent:
             {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f" fs={json.dumps(answer)}"}},
         )
 
+    def terminal(self, sid: str, spec: dict[str, Any]) -> None:
+        """A prompt `terminal {"create": PARAMS, "then": [METHODS]}`: terminal/create with
+        PARAMS (the session's id added), then each method on the terminal it named (default:
+        wait_for_exit, output, release); every answer told as a line ` METHOD=ANSWER`."""
+        created = self.ask_full("terminal/create", {"sessionId": sid, **spec["create"]})
+        said = [f" terminal/create={json.dumps(created)}"]
+        terminal_id = (created.get("result") or {}).get("terminalId")
+        for method in spec.get("then", ["wait_for_exit", "output", "release"]) if terminal_id else []:
+            answer = self.ask_full(f"terminal/{method}", {"sessionId": sid, "terminalId": terminal_id})
+            said.append(f" terminal/{method}={json.dumps(answer)}")
+        text = "\n" + "\n".join(said)
+        self.notify(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+
     def close(self, params: dict[str, Any]) -> Any:
         self.stale.discard(params["sessionId"])
         return {}
@@ -321,7 +344,8 @@ class Agent:
                 with open(self.args.calls, "a") as calls:
                     calls.write(json.dumps({"method": method, "params": message.get("params")}) + "\n")
             if method is None:
-                self.results[rid] = message.get("result")
+                full = {k: v for k, v in message.items() if k in ("result", "error")}
+                self.results[rid] = full if self.full else message.get("result")
                 self.answers.get(rid, threading.Event()).set()
             elif method == "session/cancel":
                 self.cancels.setdefault(message["params"]["sessionId"], threading.Event()).set()

@@ -4,7 +4,8 @@
 agent answered is kept as `AgentInfo`. The agent's own requests and notifications arrive here
 and go to the `Route` of the agent session they name (`routes`); a session nobody routes gets
 a refusal (requests) or nothing (notifications). What the agent is told it may ask: files
-(`fs/*`), form questions, never `terminal/*` (its commands run as its own tools, after asking).
+(`fs/*`), form questions, terminals (`terminal/*`: its commands run as our own agents' do, under
+the same policy, in the editor's terminal or locally, so we can always offer them).
 acp-server says it can run terminal auth methods: `acp-server login` runs the agent's own.
 """
 
@@ -33,7 +34,7 @@ PROTOCOL_VERSION = 1
 INITIALIZE_TIMEOUT = 60.0  # seconds an agent gets to answer initialize (npx may fetch the package first)
 CLIENT_CAPABILITIES: dict[str, Any] = {
     "fs": {"readTextFile": True, "writeTextFile": True},
-    "terminal": False,
+    "terminal": True,
     "elicitation": {"form": {}},
     "auth": {"terminal": True},  # offered to the editor as ours, run by `acp-server login`
     # Passed on to an editor that advertised them, dropped for one that did not (`updates.apply`).
@@ -45,6 +46,11 @@ ASKS = (
     methods.FS_READ_TEXT_FILE,
     methods.FS_WRITE_TEXT_FILE,
     methods.ELICITATION_CREATE,
+    methods.TERMINAL_CREATE,
+    methods.TERMINAL_OUTPUT,
+    methods.TERMINAL_WAIT_FOR_EXIT,
+    methods.TERMINAL_KILL,
+    methods.TERMINAL_RELEASE,
 )
 # What an agent sends about a session that is not routed yet, kept until it is (a few of them).
 EARLY_UPDATES = frozenset({"available_commands_update", "current_mode_update", "config_option_update"})

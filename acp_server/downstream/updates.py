@@ -54,6 +54,18 @@ class ToolCalls:
         self._open: dict[str, ToolKind] = {}  # our id -> its kind, in the order started
         self._unended: dict[str, None] = {}  # our ids of calls not completed or failed yet
         self.allowed: set[str] = set()  # our ids of calls a permission question allowed
+        self._commands: dict[str, str] = {}  # an allowed call's command line -> its id, until run
+
+    def allow(self, ours: str, call: Json) -> None:
+        """A permission question allowed the call: the command it named may run once for it."""
+        self.allowed.add(ours)
+        command = _object(call.get("rawInput")).get("command")
+        if isinstance(command, str) and command:
+            self._commands[command] = ours
+
+    def allowed_command(self, line: str) -> str | None:
+        """The allowed call that named `line`, once (a `terminal/create` running it is that call)."""
+        return self._commands.pop(line, None)
 
     def ours(self, theirs: str) -> str | None:
         return self._ids.get(theirs)
