@@ -261,6 +261,7 @@ class ConfigOption:
     default: str
     description: str | None = None
     category: str | None = None  # ACP categories: model, model_config, thought_level, or _custom
+    kind: Literal["select", "boolean"] = "select"  # a boolean has no choices; its value is "true" or "false"
 
 
 @dataclass(frozen=True, slots=True)

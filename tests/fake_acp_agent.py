@@ -26,8 +26,10 @@ MODES = {
 }
 
 
-def config_options(model: str) -> list[dict[str, Any]]:
+def config_options(model: str, fast: bool | None = None) -> list[dict[str, Any]]:
+    boolean = [] if fast is None else [{"id": "fast", "name": "Fast mode", "type": "boolean", "currentValue": fast}]
     return [
+        *boolean,
         {
             "id": "mode",
             "name": "Mode",
@@ -79,6 +81,7 @@ class Agent:
         self.stale: set[str] = set()  # sessions whose cancelled turn left its end behind
         self.authed = False
         self.model = "large"
+        self.fast = False if args.boolean else None  # --boolean: a boolean option too
         self.next_id = 1000
         self.answers: dict[int, threading.Event] = {}
         self.results: dict[int, Any] = {}
@@ -115,7 +118,7 @@ class Agent:
     def state(self) -> dict[str, Any]:
         if not self.args.modes:
             return {}
-        return {"modes": modes(self.args.leaky), "configOptions": config_options(self.model)}
+        return {"modes": modes(self.args.leaky), "configOptions": config_options(self.model, self.fast)}
 
     # --- methods -------------------------------------------------------------------------
 
@@ -321,7 +324,9 @@ class Agent:
     def set_option(self, params: dict[str, Any]) -> Any:
         if params["configId"] == "model":
             self.model = params["value"]
-        return {"configOptions": config_options(self.model)}
+        if params["configId"] == "fast" and params.get("type") == "boolean" and isinstance(params["value"], bool):
+            self.fast = params["value"]
+        return {"configOptions": config_options(self.model, self.fast)}
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -423,6 +428,7 @@ def main() -> None:
     parser.add_argument("--stale-end-after-cancel", action="store_true", help="end the prompt after a cancel at once")
     parser.add_argument("--calls", help="append each request and notification received to this file")
     parser.add_argument("--modes", action="store_true", help="offer modes, config options and commands")
+    parser.add_argument("--boolean", action="store_true", help="with --modes: a boolean option (fast) too")
     parser.add_argument("--v1", action="store_true", help="send message ids, tool names and usage (newest v1)")
     parser.add_argument("--auth", action="store_true", help="require authenticate before session/new")
     parser.add_argument("--terminal-auth", action="store_true", help="require a terminal login (`--login`) first")

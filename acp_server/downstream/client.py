@@ -38,7 +38,7 @@ CLIENT_CAPABILITIES: dict[str, Any] = {
     "elicitation": {"form": {}},
     "auth": {"terminal": True},  # offered to the editor as ours, run by `acp-server login`
     # Passed on to an editor that advertised them, dropped for one that did not (`updates.apply`).
-    "session": {"compaction": {}, "notices": {}},
+    "session": {"compaction": {}, "notices": {}, "configOptions": {"boolean": {}}},
 }
 # The agent's requests that a turn answers (session/update is a notification).
 ASKS = (
