@@ -242,6 +242,16 @@ class Sink(Protocol):
         question cannot be asked or is declined."""
         ...
 
+    def elicit(self, request: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Ask the user with a form or a URL as an ACP agent wrote it (`elicitation/create`'s
+        params less its session): the editor's answer (`action`, `content`), or None when the
+        editor shows no elicitation of that mode."""
+        ...
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        """Tell the editor that a URL elicitation it was shown has completed."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ConfigChoice:

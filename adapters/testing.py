@@ -318,6 +318,13 @@ class RecordingSink:
             raise ToolRefused("The question was declined")
         return self.answers.clarify
 
+    def elicit(self, request: Mapping[str, Any]) -> dict[str, Any] | None:
+        self._asked("elicit", (dict(request),), None)
+        return None  # shows no elicitation: the agent's own way of asking is used
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        self._asked("elicitation_complete", (elicitation_id,), None)
+
     def _known(self, tool_call_id: str) -> ToolCallStarted:
         with self._lock:
             tool = self._tools.get(tool_call_id)

@@ -209,6 +209,8 @@ class Agent:
             self.files(sid, text)
         elif text.startswith("terminal "):
             self.terminal(sid, json.loads(text.split(" ", 1)[1]))
+        elif text.startswith("elicit "):
+            self.elicit(sid, json.loads(text.split(" ", 1)[1]))
         elif "ask" in text:
             self.notify(
                 sid,
@@ -312,6 +314,15 @@ class Agent:
             said.append(f" terminal/{method}={json.dumps(answer)}")
         text = "\n" + "\n".join(said)
         self.notify(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+
+    def elicit(self, sid: str, request: dict[str, Any]) -> None:
+        """A prompt `elicit REQUEST`: elicitation/create with REQUEST (the session's id added), its
+        answer told as ` elicitation=ANSWER`; for a URL, `elicitation/complete` after the answer."""
+        answer = self.ask_full("elicitation/create", {"sessionId": sid, **request})
+        if request.get("mode") == "url":
+            self.send({"jsonrpc": "2.0", "method": "elicitation/complete", "params": {"elicitationId": "e-1"}})
+        said = {"type": "text", "text": f" elicitation={json.dumps(answer)}"}
+        self.notify(sid, {"sessionUpdate": "agent_message_chunk", "content": said})
 
     def close(self, params: dict[str, Any]) -> Any:
         self.stale.discard(params["sessionId"])

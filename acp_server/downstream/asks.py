@@ -92,7 +92,7 @@ def _answer(prepared: Prepared, sink: Sink, tools: ToolCalls) -> Any:
             raise RpcError(INVALID_PARAMS, "Invalid params: content must be a string")
         sink.write_text_file(_path(params.get("path")), content)
         return {}
-    return _elicit(params, sink)
+    return _elicit(params, sink, tools)
 
 
 def offered_kinds(options: Any) -> frozenset[str]:
@@ -120,9 +120,20 @@ def _options(options: Any) -> list[Json]:
     return [cast(Json, option) for option in listed if isinstance(option, dict)]
 
 
-def _elicit(params: Json, sink: Sink) -> Json:
-    """A form of one text field (with or without choices) is asked as `clarify`; any other
-    form is declined, as the sink asks single questions only."""
+def _elicit(params: Json, sink: Sink, tools: ToolCalls) -> Json:
+    """The agent's form or URL as it wrote it, to an editor that shows that mode (its tool call
+    named by our id; a request-scoped one becomes the session's). For any other editor, a form
+    of one text field (with or without choices) is asked as `clarify`; anything else declined."""
+    if params.get("mode") not in ("form", "url") or not isinstance(params.get("message"), str):
+        return {"action": "decline"}
+    request = {k: v for k, v in params.items() if k not in ("sessionId", "requestId", "toolCallId")}
+    theirs = params.get("toolCallId")
+    ours = tools.ours(theirs) if isinstance(theirs, str) else None
+    answer = sink.elicit(request | ({"toolCallId": ours} if ours is not None else {}))
+    return answer if answer is not None else _as_question(params, sink)
+
+
+def _as_question(params: Json, sink: Sink) -> Json:
     schema = params.get("requestedSchema")
     properties = cast(Json, schema).get("properties") if isinstance(schema, dict) else None
     message = params.get("message")

@@ -40,6 +40,7 @@ PRIORITIES = frozenset({"high", "medium", "low"})
 SESSION_NOTICES = frozenset({"notice", "compaction_update", "compaction_summary_chunk"})
 SEVERITIES = frozenset({"info", "warning", "error"})
 COMPACTION_STATUSES = frozenset({"in_progress", "completed", "failed", "cancelled"})
+ELICITATION_DONE = "elicitation/complete"  # the agent's notification, carried to the turn as an update
 SHOWS_NEITHER = EditorFeatures()  # an editor that advertised neither notices nor compaction
 
 
@@ -169,6 +170,9 @@ def apply(update: Json, sink: Sink, tools: ToolCalls, editor: EditorFeatures = S
         sink.plan(_plan(update.get("entries")))
     elif kind == "usage_update":
         _usage(update, sink)
+    elif kind == ELICITATION_DONE:
+        if elicitation_id := _text(update.get("elicitationId")):
+            sink.elicitation_complete(elicitation_id)
     elif kind == "session_info_update":
         if title := _text(update.get("title")):
             sink.title(title)

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
@@ -75,6 +75,8 @@ class TurnServices(Protocol):
     async def write_text_file(self, path: str, content: str) -> None: ...
     async def run_command(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult: ...
     async def clarify(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str: ...
+    async def elicit(self, request: dict[str, Any]) -> dict[str, Any] | None: ...
+    async def elicitation_complete(self, elicitation_id: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -320,6 +322,12 @@ class ThreadSink:
 
     def clarify(self, question: str, *, choices: Sequence[str] = (), tool_call_id: str | None = None) -> str:
         return self._ask(lambda: self._services.clarify(question, tuple(choices), tool_call_id))
+
+    def elicit(self, request: Mapping[str, Any]) -> dict[str, Any] | None:
+        return self._ask(lambda: self._services.elicit(dict(request)))
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        self._ask(lambda: self._services.elicitation_complete(elicitation_id))
 
     # --- worker side: the turn itself ----------------------------------------------------
 

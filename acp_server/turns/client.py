@@ -36,6 +36,7 @@ class ClientCapabilities:
     write_text_file: bool = False
     terminal: bool = False
     elicitation_form: bool = False
+    elicitation_url: bool = False
     compaction: bool = False  # session.compaction: compaction_update / compaction_summary_chunk
     notices: bool = False  # session.notices: notice updates
     boolean_options: bool = False  # session.configOptions.boolean: boolean config options
@@ -53,6 +54,7 @@ class ClientCapabilities:
             write_text_file=fs.get("writeTextFile") is True,
             terminal=caps.get("terminal") is True,
             elicitation_form=isinstance(elicitation.get("form"), dict),
+            elicitation_url=isinstance(elicitation.get("url"), dict),
             compaction=isinstance(session.get("compaction"), dict),
             notices=isinstance(session.get("notices"), dict),
             boolean_options=isinstance(_object(session.get("configOptions")).get("boolean"), dict),
