@@ -159,9 +159,11 @@ class Sink(Protocol):
         raw_input: Any = None,
         locations: Sequence[ToolLocation] = (),
         tool_call_id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> str:
         """Start a visible tool call; `tool_call_id` keeps the runtime's own id (unique within
-        the turn; a missing or repeated one gets a fresh id). Returns the id used."""
+        the turn; a missing or repeated one gets a fresh id). Returns the id used. `extra`: an
+        agent below's fields we do not know (`_meta`, a vendor's), shown to the editor as they came."""
         ...
 
     def tool_update(
@@ -175,12 +177,13 @@ class Sink(Protocol):
         kind: ToolKind | None = None,
         raw_input: Any = None,
         locations: Sequence[ToolLocation] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         """Change a started tool call; None leaves a field as it was. Once a permission question
         named the call, its title, kind and input stay as they were decided on."""
         ...
 
-    def plan(self, entries: Sequence[PlanEntry]) -> None: ...
+    def plan(self, entries: Sequence[PlanEntry], *, extra: Mapping[str, Any] | None = None) -> None: ...
 
     def usage(
         self,

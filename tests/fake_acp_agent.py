@@ -209,6 +209,8 @@ class Agent:
             self.files(sid, text)
         elif text.startswith("terminal "):
             self.terminal(sid, json.loads(text.split(" ", 1)[1]))
+        elif text == "vendor fields":
+            self.vendor_fields(sid)
         elif text.startswith("elicit "):
             self.elicit(sid, json.loads(text.split(" ", 1)[1]))
         elif "ask" in text:
@@ -315,6 +317,17 @@ class Agent:
         text = "\n" + "\n".join(said)
         self.notify(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
 
+    def vendor_fields(self, sid: str) -> None:
+        """A tool call, its update and a plan carrying `_meta` keys and a vendor field of their own
+        (`VENDOR`), and a `_meta` the schema does not allow (a string: never passed on)."""
+        call = {"toolCallId": "v", "title": "Index", "kind": "search", "status": "pending"}
+        self.notify(sid, {"sessionUpdate": "tool_call", **call, **VENDOR})
+        done = {"toolCallId": "v", "status": "completed", "_meta": {"vendor.example/ms": 12}}
+        self.notify(sid, {"sessionUpdate": "tool_call_update", **done, "vendorNote": "cached"})
+        entry = {"content": "Index the repo", "status": "completed", "priority": "high"}
+        self.notify(sid, {"sessionUpdate": "plan", "entries": [entry], **VENDOR})
+        self.notify(sid, {"sessionUpdate": "plan", "entries": [entry], "_meta": "not an object"})
+
     def elicit(self, sid: str, request: dict[str, Any]) -> None:
         """A prompt `elicit REQUEST`: elicitation/create with REQUEST (the session's id added), its
         answer told as ` elicitation=ANSWER`; for a URL, `elicitation/complete` after the answer."""
@@ -397,6 +410,8 @@ class Agent:
         self.replay(sid)
         self.replayed.set()
 
+
+VENDOR = {"_meta": {"vendor.example/trace": {"span": "abc", "depth": 2}}, "vendorHint": {"lane": "fast"}}
 
 TERMINAL_METHOD = {
     "id": "fake-login",

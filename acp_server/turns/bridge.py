@@ -224,10 +224,11 @@ class ThreadSink:
         raw_input: Any = None,
         locations: Sequence[ToolLocation] = (),
         tool_call_id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> str:
         if not tool_call_id or tool_call_id in self._tools:
             tool_call_id = f"call_{os.urandom(8).hex()}"
-        event = ToolCallStarted(tool_call_id, title, kind, name, raw_input, tuple(locations))
+        event = ToolCallStarted(tool_call_id, title, kind, name, raw_input, tuple(locations), extra=_dict(extra))
         self._push(event)
         self._tools[tool_call_id] = event
         return tool_call_id
@@ -243,6 +244,7 @@ class ThreadSink:
         kind: ToolKind | None = None,
         raw_input: Any = None,
         locations: Sequence[ToolLocation] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         if tool_call_id not in self._tools:
             raise ValueError(f"unknown tool call id {tool_call_id!r}: start it with tool_call()")
@@ -251,7 +253,9 @@ class ThreadSink:
             title, kind, raw_input = None, None, None
         shown = None if content is None else tuple(content)
         where = None if locations is None else tuple(locations)
-        self._push(ToolCallUpdated(tool_call_id, status, title, shown, raw_output, where, kind, raw_input))
+        self._push(
+            ToolCallUpdated(tool_call_id, status, title, shown, raw_output, where, kind, raw_input, _dict(extra))
+        )
         # A permission question shows the call as the editor last saw it: a diff included.
         self._tools[tool_call_id] = _changed(self._tools[tool_call_id], title, kind, raw_input, shown, where)
         if status == "in_progress":
@@ -259,8 +263,8 @@ class ThreadSink:
             # journaled), so a crash can never hide a side effect that happened.
             self._ask(_published)
 
-    def plan(self, entries: Sequence[PlanEntry]) -> None:
-        self._push(PlanUpdated(tuple(entries)))
+    def plan(self, entries: Sequence[PlanEntry], *, extra: Mapping[str, Any] | None = None) -> None:
+        self._push(PlanUpdated(tuple(entries), _dict(extra)))
 
     def usage(
         self,
@@ -414,6 +418,10 @@ def _changed(
     changes |= {"content": content, "locations": locations}
     given = {name: value for name, value in changes.items() if value is not None}
     return replace(tool, **given) if given else tool
+
+
+def _dict(extra: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return dict(extra) if extra else None
 
 
 async def _published() -> None:
