@@ -8,7 +8,7 @@ file read/write, command). Once the turn is cancelled, every sink call raises
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -236,8 +236,17 @@ class Sink(Protocol):
     def write_text_file(self, path: str, content: str) -> None: ...
 
     def run_command(
-        self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
-    ) -> CommandResult: ...
+        self,
+        command: str,
+        *,
+        tool_call_id: str | None = None,
+        timeout: float | None = None,
+        stoppable: Callable[[Callable[[], object]], None] | None = None,
+    ) -> CommandResult:
+        """Run a command (as its tool call's permission allowed it). `stoppable`, when given, is
+        called at once with a function that stops the command from any thread; a stopped
+        command raises TurnCancelled."""
+        ...
 
     def clarify(self, question: str, *, choices: Sequence[str] = (), tool_call_id: str | None = None) -> str:
         """Ask the user a question (a form in the editor when it can show one, else the

@@ -307,7 +307,12 @@ class RecordingSink:
             self._files[path] = content
 
     def run_command(
-        self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
+        self,
+        command: str,
+        *,
+        tool_call_id: str | None = None,
+        timeout: float | None = None,
+        stoppable: Callable[[Callable[[], object]], None] | None = None,
     ) -> CommandResult:
         answer = self.answers.command
         result = answer(command) if callable(answer) else answer

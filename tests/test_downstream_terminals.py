@@ -16,6 +16,7 @@ from acp_child import Runtimes
 from harness import FakeEditor, answer_permissions, running
 
 from acp_server.acp.handlers import AcpAgent
+from acp_server.downstream.terminals import KILLED
 from acp_server.protocol import methods
 
 FAKE_AGENT = str(Path(__file__).with_name("fake_acp_agent.py"))
@@ -147,3 +148,19 @@ async def test_a_command_the_agent_asked_about_first_is_not_asked_about_again(tm
         await editor.prompt(sid, "ask, then " + terminal_prompt("ls", "-la"))
     assert len(questions(editor)) == 1
     assert told(editor, sid)["terminal/wait_for_exit"] == {"result": {"exitCode": 0, "signal": None}}
+
+
+async def test_the_agent_can_kill_a_command_that_is_still_running(tmp_path, runtimes):
+    workspace = workspace_of(tmp_path)
+    spec = {"create": {"command": "sleep", "args": ["30"]}, "then": ["kill", "wait_for_exit", "output", "release"]}
+    async with running(agent(tmp_path, runtimes)) as editor:
+        editor.handlers[methods.REQUEST_PERMISSION] = answer_permissions("allow_once")
+        sid = await open_session(editor, workspace)
+        await editor.prompt(sid, "terminal " + json.dumps(spec))
+    answers = told(editor, sid)
+    assert answers["terminal/kill"] == {"result": {}}
+    assert answers["terminal/wait_for_exit"] == {"result": {"exitCode": None, "signal": "SIGKILL"}}
+    assert answers["terminal/output"]["result"]["exitStatus"] == {"exitCode": None, "signal": "SIGKILL"}
+    last = [u for u in editor.updates[sid] if u["sessionUpdate"] == "tool_call_update"][-1]
+    assert last["status"] == "failed"
+    assert last["content"] == [{"type": "content", "content": {"type": "text", "text": KILLED}}]

@@ -5,8 +5,9 @@ the same "always" rules (an agent that asked about the very command first is not
 twice), refused with a message the agent can read, then run through the sink: in the editor's
 terminal or as a local process in the session's cwd, as `--terminal` says. The command line is
 the one the user was asked about; a `cwd` outside the session's directories is refused. The sink
-gives a command's output when it has ended: `terminal/output` says nothing yet before that, and
-`terminal/kill` of a command still running leaves it to end with the turn (a cancel kills it).
+gives a command's output when it has ended: `terminal/output` says nothing yet before that.
+`terminal/kill` (and `terminal/release` of a command still running) stops the command as a
+cancelled turn would (its whole process group, or the editor's terminal killed and released).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import shlex
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 Json = dict[str, Any]
 SHELLS = frozenset({"sh", "bash", "zsh", "dash"})
 TITLE_LIMIT = 80
+KILLED = "Stopped by the agent (terminal/kill)"
 
 
 @dataclass(slots=True)
@@ -44,6 +46,13 @@ class Terminal:
     ended: threading.Event = field(default_factory=threading.Event)
     result: CommandResult | None = None
     failure: BaseException | None = None
+    stop: Callable[[], object] | None = None  # stops the command while it runs (from the sink)
+    killed: bool = False
+
+    def kill(self) -> None:
+        self.killed = True
+        if self.stop is not None and not self.ended.is_set():
+            self.stop()
 
 
 class Terminals:
@@ -65,10 +74,12 @@ class Terminals:
         if method == methods.TERMINAL_WAIT_FOR_EXIT:
             terminal.ended.wait()
             return _exit_status(_ended(terminal))
+        if not terminal.ended.is_set():  # terminal/kill, or a release of a command still running
+            terminal.kill()
         if method == methods.TERMINAL_RELEASE:
             with self._lock:
                 self._open.pop(str(params.get("terminalId")), None)
-        return {}  # terminal/kill: see the module's docstring
+        return {}
 
     def create(self, params: Json) -> Json:
         """Decide on the command (blocks while the user is asked), start it, name its terminal."""
@@ -96,12 +107,22 @@ class Terminals:
         return {"terminalId": terminal_id}
 
     def _run(self, terminal: Terminal) -> None:
+        def stoppable(stop: Callable[[], object]) -> None:
+            terminal.stop = stop
+            if terminal.killed:  # killed before it started
+                stop()
+
         try:
-            result = self._sink.run_command(terminal.line, tool_call_id=terminal.tool_call_id)
+            result = self._sink.run_command(terminal.line, tool_call_id=terminal.tool_call_id, stoppable=stoppable)
+        except TurnCancelled as exc:
+            if not terminal.killed:
+                terminal.failure = exc
+                return
+            terminal.result = CommandResult("", None, "SIGKILL")
+            self._sink.tool_update(terminal.tool_call_id, status="failed", content=(TextContent(KILLED),))
         except BaseException as exc:
             terminal.failure = exc
-            if not isinstance(exc, TurnCancelled):
-                self._sink.tool_update(terminal.tool_call_id, status="failed", content=(TextContent(str(exc)),))
+            self._sink.tool_update(terminal.tool_call_id, status="failed", content=(TextContent(str(exc)),))
         else:
             terminal.result = result
             shown = () if result.terminal_id or not result.output.strip() else (TextContent(result.output),)

@@ -63,6 +63,7 @@ FRAME = 1 / 60  # seconds: a fast stream's deltas reach the editor at most this 
 DENSE = 16  # deltas taken within one frame: a stream faster than an editor draws (about 1,000/s)
 
 T = TypeVar("T")
+Stoppable = Callable[[Callable[[], object]], None]
 
 
 class TurnServices(Protocol):
@@ -181,12 +182,14 @@ class ThreadSink:
         if wake:
             self._loop.call_soon_threadsafe(self._wake.set)
 
-    def _ask(self, call: Callable[[], Awaitable[T]]) -> T:
+    def _ask(self, call: Callable[[], Awaitable[T]], stoppable: Stoppable | None = None) -> T:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._lock:
             self._asks.add(future)
         try:
             self._push(Ask(call, future))
+            if stoppable is not None:
+                stoppable(future.cancel)  # withdrawn, the loop cancels the ask too (`AskScopes.serve`)
             return future.result()
         except concurrent.futures.CancelledError:
             raise TurnCancelled("the turn was cancelled") from None
@@ -320,9 +323,14 @@ class ThreadSink:
         self._ask(lambda: self._services.write_text_file(path, content))
 
     def run_command(
-        self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
+        self,
+        command: str,
+        *,
+        tool_call_id: str | None = None,
+        timeout: float | None = None,
+        stoppable: Stoppable | None = None,
     ) -> CommandResult:
-        return self._ask(lambda: self._services.run_command(command, tool_call_id, timeout))
+        return self._ask(lambda: self._services.run_command(command, tool_call_id, timeout), stoppable)
 
     def clarify(self, question: str, *, choices: Sequence[str] = (), tool_call_id: str | None = None) -> str:
         return self._ask(lambda: self._services.clarify(question, tuple(choices), tool_call_id))
