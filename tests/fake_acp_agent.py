@@ -88,7 +88,7 @@ class Agent:
         self.replayed = threading.Event()
         self.replayed.set()
         self.client_capabilities: dict[str, Any] = {}
-        self.full = False  # keep errors of answers too (`ask_full`)
+        self.full_results: dict[int, dict[str, Any]] = {}  # answers with their errors (`ask_full`)
 
     def send(self, message: dict[str, Any]) -> None:
         with self.lock:
@@ -99,18 +99,21 @@ class Agent:
         self.send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
 
     def ask(self, method: str, params: dict[str, Any]) -> Any:
+        return self.results.pop(self.asked(method, params), None)
+
+    def ask_full(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The answer as a result or an error: {"result": ...} or {"error": ...}."""
+        return self.full_results.pop(self.asked(method, params), {})
+
+    def asked(self, method: str, params: dict[str, Any]) -> int:
+        """Send a request and wait for its answer (up to 60 s); its id."""
         with self.lock:
             self.next_id += 1
             rid = self.next_id
             self.answers[rid] = threading.Event()
         self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         self.answers[rid].wait(60)
-        return self.results.pop(rid, None)
-
-    def ask_full(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The answer as a result or an error: {"result": ...} or {"error": ...}."""
-        self.full = True
-        return self.ask(method, params)
+        return rid
 
     def save(self) -> None:
         self.store.write_text(json.dumps(self.sessions))
@@ -373,8 +376,8 @@ class Agent:
                 with open(self.args.calls, "a") as calls:
                     calls.write(json.dumps({"method": method, "params": message.get("params")}) + "\n")
             if method is None:
-                full = {k: v for k, v in message.items() if k in ("result", "error")}
-                self.results[rid] = full if self.full else message.get("result")
+                self.full_results[rid] = {k: v for k, v in message.items() if k in ("result", "error")}
+                self.results[rid] = message.get("result")
                 self.answers.get(rid, threading.Event()).set()
             elif method == "session/cancel":
                 self.cancels.setdefault(message["params"]["sessionId"], threading.Event()).set()
