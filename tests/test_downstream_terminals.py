@@ -164,3 +164,15 @@ async def test_the_agent_can_kill_a_command_that_is_still_running(tmp_path, runt
     last = [u for u in editor.updates[sid] if u["sessionUpdate"] == "tool_call_update"][-1]
     assert last["status"] == "failed"
     assert last["content"] == [{"type": "content", "content": {"type": "text", "text": KILLED}}]
+
+
+async def test_read_only_mode_refuses_a_command_unasked(tmp_path, runtimes):
+    workspace = workspace_of(tmp_path)
+    async with running(agent(tmp_path, runtimes)) as editor:
+        sid = await open_session(editor, workspace)
+        await editor.request(methods.SESSION_SET_MODE, {"sessionId": sid, "modeId": "read-only"})
+        await editor.prompt(sid, terminal_prompt("touch", "made.txt"))
+    assert questions(editor) == []
+    error = told(editor, sid)["terminal/create"]["error"]
+    assert error["message"] == "Refused: the command `touch made.txt` was not allowed (Refused by read-only mode)"
+    assert not (workspace / "made.txt").exists()
