@@ -325,7 +325,7 @@ class Agent:
         (`VENDOR`), and a `_meta` the schema does not allow (a string: never passed on)."""
         call = {"toolCallId": "v", "title": "Index", "kind": "search", "status": "pending"}
         self.notify(sid, {"sessionUpdate": "tool_call", **call, **VENDOR})
-        done = {"toolCallId": "v", "status": "completed", "_meta": {"vendor.example/ms": 12}}
+        done = {"toolCallId": "v", "status": "completed", "_meta": {"vendor.example/ms": 12, "key": LEAKY_KEY}}
         self.notify(sid, {"sessionUpdate": "tool_call_update", **done, "vendorNote": "cached"})
         entry = {"content": "Index the repo", "status": "completed", "priority": "high"}
         self.notify(sid, {"sessionUpdate": "plan", "entries": [entry], **VENDOR})

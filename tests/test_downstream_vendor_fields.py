@@ -1,6 +1,7 @@
 """What an ACP agent below adds to its updates for its own clients (`_meta` keys, a vendor's
 fields the schema allows) reaches the editor beside what acp-server shows, and a restart's
-`session/load` replays it the same from the journal; a `_meta` the schema forbids is left out."""
+`session/load` replays it the same from the journal, redacted as the rest; a `_meta` the schema
+forbids is left out."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ async def test_an_agents_meta_and_vendor_fields_reach_the_editor_and_a_reload(tm
         {
             "sessionUpdate": "tool_call_update",
             "status": "completed",
-            "_meta": {"vendor.example/ms": 12},
+            "_meta": {"vendor.example/ms": 12, "key": "[REDACTED]"},  # redacted like the rest
             "vendorNote": "cached",
         },
         {"sessionUpdate": "plan", "entries": [ENTRY], "_meta": META, "vendorHint": {"lane": "fast"}},
