@@ -40,7 +40,7 @@ class Questions:
 
     async def elicit(self, request: dict[str, Any]) -> dict[str, Any] | None:
         """An agent's own form or URL, asked as it is; None when the editor shows no such mode.
-        A malformed answer counts as declined, a question that timed out or failed as cancelled."""
+        A question that timed out, failed or was answered malformed counts as cancelled."""
         mode = request.get("mode")
         if not ((mode == "form" and self.forms) or (mode == "url" and self.urls)):
             return None
