@@ -247,7 +247,7 @@ class Agent:
                     "content": {"type": "text", "text": f" answer={json.dumps(answer)}"},
                 },
             )
-            if " then terminal " in text:  # as Claude runs its Bash call once allowed
+            if " then terminal " in text:  # as fast-agent runs its execute call once allowed
                 self.terminal(sid, json.loads(text.split(" then terminal ", 1)[1]))
         stop = "end_turn"
         if "slow" in text:

@@ -140,7 +140,7 @@ async def test_a_command_in_a_directory_outside_the_session_is_refused_unasked(t
 
 
 async def test_a_command_the_agent_asked_about_first_is_not_asked_about_again(tmp_path, runtimes):
-    """Claude asks about its Bash call, then runs it in the terminal it was given: one question."""
+    """fast-agent asks about its execute call, then runs it in the terminal it was given: one question."""
     workspace = workspace_of(tmp_path)
     async with running(agent(tmp_path, runtimes)) as editor:
         editor.handlers[methods.REQUEST_PERMISSION] = answer_permissions("allow_once", "allow_once")
