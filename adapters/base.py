@@ -8,7 +8,7 @@ file read/write, command). Once the turn is cancelled, every sink call raises
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -159,9 +159,11 @@ class Sink(Protocol):
         raw_input: Any = None,
         locations: Sequence[ToolLocation] = (),
         tool_call_id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> str:
         """Start a visible tool call; `tool_call_id` keeps the runtime's own id (unique within
-        the turn; a missing or repeated one gets a fresh id). Returns the id used."""
+        the turn; a missing or repeated one gets a fresh id). Returns the id used. `extra`: an
+        agent below's fields we do not know (`_meta`, a vendor's), shown to the editor as they came."""
         ...
 
     def tool_update(
@@ -175,12 +177,13 @@ class Sink(Protocol):
         kind: ToolKind | None = None,
         raw_input: Any = None,
         locations: Sequence[ToolLocation] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         """Change a started tool call; None leaves a field as it was. Once a permission question
         named the call, its title, kind and input stay as they were decided on."""
         ...
 
-    def plan(self, entries: Sequence[PlanEntry]) -> None: ...
+    def plan(self, entries: Sequence[PlanEntry], *, extra: Mapping[str, Any] | None = None) -> None: ...
 
     def usage(
         self,
@@ -233,13 +236,32 @@ class Sink(Protocol):
     def write_text_file(self, path: str, content: str) -> None: ...
 
     def run_command(
-        self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
-    ) -> CommandResult: ...
+        self,
+        command: str,
+        *,
+        tool_call_id: str | None = None,
+        timeout: float | None = None,
+        stoppable: Callable[[Callable[[], object]], None] | None = None,
+    ) -> CommandResult:
+        """Run a command (as its tool call's permission allowed it). `stoppable`, when given, is
+        called at once with a function that stops the command from any thread; a stopped
+        command raises TurnCancelled."""
+        ...
 
     def clarify(self, question: str, *, choices: Sequence[str] = (), tool_call_id: str | None = None) -> str:
         """Ask the user a question (a form in the editor when it can show one, else the
         choices as permission options); returns the answer, raises ToolRefused when the
         question cannot be asked or is declined."""
+        ...
+
+    def elicit(self, request: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Ask the user with a form or a URL as an ACP agent wrote it (`elicitation/create`'s
+        params less its session): the editor's answer (`action`, `content`), or None when the
+        editor shows no elicitation of that mode."""
+        ...
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        """Tell the editor that a URL elicitation it was shown has completed."""
         ...
 
 
@@ -261,6 +283,7 @@ class ConfigOption:
     default: str
     description: str | None = None
     category: str | None = None  # ACP categories: model, model_config, thought_level, or _custom
+    kind: Literal["select", "boolean"] = "select"  # a boolean has no choices; its value is "true" or "false"
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,6 +102,7 @@ class ToolCallStarted:
     raw_input: Any = None
     locations: tuple[ToolLocation, ...] = ()
     content: tuple[ToolContent, ...] = ()
+    extra: Any = None  # an agent below's fields we do not know (`_meta`, a vendor's), passed on as they came
     kind: Literal["tool_started"] = "tool_started"
 
 
@@ -117,12 +118,14 @@ class ToolCallUpdated:
     locations: tuple[ToolLocation, ...] | None = None
     tool_kind: ToolKind | None = None
     raw_input: Any = None
+    extra: Any = None  # as `ToolCallStarted.extra`
     kind: Literal["tool_updated"] = "tool_updated"
 
 
 @dataclass(frozen=True, slots=True)
 class PlanUpdated:
     entries: tuple[PlanEntry, ...]
+    extra: Any = None  # as `ToolCallStarted.extra`
     kind: Literal["plan"] = "plan"
 
 

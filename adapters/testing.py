@@ -200,12 +200,13 @@ class RecordingSink:
         raw_input: Any = None,
         locations: Sequence[ToolLocation] = (),
         tool_call_id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> str:
         with self._lock:
             self._tool_count += 1
             if not tool_call_id or tool_call_id in self._tools:
                 tool_call_id = f"call_{self._tool_count}"
-        event = ToolCallStarted(tool_call_id, title, kind, name, raw_input, tuple(locations))
+        event = ToolCallStarted(tool_call_id, title, kind, name, raw_input, tuple(locations), extra=extra or None)
         self._report("tool_call", event)
         with self._lock:
             self._tools[tool_call_id] = event
@@ -222,11 +223,12 @@ class RecordingSink:
         kind: ToolKind | None = None,
         raw_input: Any = None,
         locations: Sequence[ToolLocation] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         self._known(tool_call_id)
         frozen = None if content is None else tuple(content)
         where = None if locations is None else tuple(locations)
-        update = ToolCallUpdated(tool_call_id, status, title, frozen, raw_output, where, kind, raw_input)
+        update = ToolCallUpdated(tool_call_id, status, title, frozen, raw_output, where, kind, raw_input, extra or None)
         self._report("tool_update", update)
         if kind is not None or raw_input is not None:
             with self._lock:
@@ -235,8 +237,8 @@ class RecordingSink:
                     tool, tool_kind=kind or tool.tool_kind, raw_input=tool.raw_input if raw_input is None else raw_input
                 )
 
-    def plan(self, entries: Sequence[PlanEntry]) -> None:
-        self._report("plan", PlanUpdated(tuple(entries)))
+    def plan(self, entries: Sequence[PlanEntry], *, extra: Mapping[str, Any] | None = None) -> None:
+        self._report("plan", PlanUpdated(tuple(entries), extra or None))
 
     def usage(
         self,
@@ -305,7 +307,12 @@ class RecordingSink:
             self._files[path] = content
 
     def run_command(
-        self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
+        self,
+        command: str,
+        *,
+        tool_call_id: str | None = None,
+        timeout: float | None = None,
+        stoppable: Callable[[Callable[[], object]], None] | None = None,
     ) -> CommandResult:
         answer = self.answers.command
         result = answer(command) if callable(answer) else answer
@@ -317,6 +324,13 @@ class RecordingSink:
         if self.answers.clarify is None:
             raise ToolRefused("The question was declined")
         return self.answers.clarify
+
+    def elicit(self, request: Mapping[str, Any]) -> dict[str, Any] | None:
+        self._asked("elicit", (dict(request),), None)
+        return None  # shows no elicitation: the agent's own way of asking is used
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        self._asked("elicitation_complete", (elicitation_id,), None)
 
     def _known(self, tool_call_id: str) -> ToolCallStarted:
         with self._lock:

@@ -26,8 +26,10 @@ MODES = {
 }
 
 
-def config_options(model: str) -> list[dict[str, Any]]:
+def config_options(model: str, fast: bool | None = None) -> list[dict[str, Any]]:
+    boolean = [] if fast is None else [{"id": "fast", "name": "Fast mode", "type": "boolean", "currentValue": fast}]
     return [
+        *boolean,
         {
             "id": "mode",
             "name": "Mode",
@@ -79,12 +81,14 @@ class Agent:
         self.stale: set[str] = set()  # sessions whose cancelled turn left its end behind
         self.authed = False
         self.model = "large"
+        self.fast = False if args.boolean else None  # --boolean: a boolean option too
         self.next_id = 1000
         self.answers: dict[int, threading.Event] = {}
         self.results: dict[int, Any] = {}
         self.replayed = threading.Event()
         self.replayed.set()
         self.client_capabilities: dict[str, Any] = {}
+        self.full_results: dict[int, dict[str, Any]] = {}  # answers with their errors (`ask_full`)
 
     def send(self, message: dict[str, Any]) -> None:
         with self.lock:
@@ -95,13 +99,21 @@ class Agent:
         self.send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
 
     def ask(self, method: str, params: dict[str, Any]) -> Any:
+        return self.results.pop(self.asked(method, params), None)
+
+    def ask_full(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The answer as a result or an error: {"result": ...} or {"error": ...}."""
+        return self.full_results.pop(self.asked(method, params), {})
+
+    def asked(self, method: str, params: dict[str, Any]) -> int:
+        """Send a request and wait for its answer (up to 60 s); its id."""
         with self.lock:
             self.next_id += 1
             rid = self.next_id
             self.answers[rid] = threading.Event()
         self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         self.answers[rid].wait(60)
-        return self.results.pop(rid, None)
+        return rid
 
     def save(self) -> None:
         self.store.write_text(json.dumps(self.sessions))
@@ -109,7 +121,7 @@ class Agent:
     def state(self) -> dict[str, Any]:
         if not self.args.modes:
             return {}
-        return {"modes": modes(self.args.leaky), "configOptions": config_options(self.model)}
+        return {"modes": modes(self.args.leaky), "configOptions": config_options(self.model, self.fast)}
 
     # --- methods -------------------------------------------------------------------------
 
@@ -198,6 +210,12 @@ class Agent:
             self.newest_v1(sid)
         if text.startswith(("fs/read_text_file ", "fs/write_text_file ")):
             self.files(sid, text)
+        elif text.startswith("terminal "):
+            self.terminal(sid, json.loads(text.split(" ", 1)[1]))
+        elif text == "vendor fields":
+            self.vendor_fields(sid)
+        elif text.startswith("elicit "):
+            self.elicit(sid, json.loads(text.split(" ", 1)[1]))
         elif "ask" in text:
             self.notify(
                 sid,
@@ -229,6 +247,8 @@ class Agent:
                     "content": {"type": "text", "text": f" answer={json.dumps(answer)}"},
                 },
             )
+            if " then terminal " in text:  # as fast-agent runs its execute call once allowed
+                self.terminal(sid, json.loads(text.split(" then terminal ", 1)[1]))
         stop = "end_turn"
         if "slow" in text:
             self.notify(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": " working"}})
@@ -287,6 +307,39 @@ class Agent:
             {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f" fs={json.dumps(answer)}"}},
         )
 
+    def terminal(self, sid: str, spec: dict[str, Any]) -> None:
+        """A prompt `terminal {"create": PARAMS, "then": [METHODS]}`: terminal/create with
+        PARAMS (the session's id added), then each method on the terminal it named (default:
+        wait_for_exit, output, release); every answer told as a line ` METHOD=ANSWER`."""
+        created = self.ask_full("terminal/create", {"sessionId": sid, **spec["create"]})
+        said = [f" terminal/create={json.dumps(created)}"]
+        terminal_id = (created.get("result") or {}).get("terminalId")
+        for method in spec.get("then", ["wait_for_exit", "output", "release"]) if terminal_id else []:
+            answer = self.ask_full(f"terminal/{method}", {"sessionId": sid, "terminalId": terminal_id})
+            said.append(f" terminal/{method}={json.dumps(answer)}")
+        text = "\n" + "\n".join(said)
+        self.notify(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+
+    def vendor_fields(self, sid: str) -> None:
+        """A tool call, its update and a plan carrying `_meta` keys and a vendor field of their own
+        (`VENDOR`), and a `_meta` the schema does not allow (a string: never passed on)."""
+        call = {"toolCallId": "v", "title": "Index", "kind": "search", "status": "pending"}
+        self.notify(sid, {"sessionUpdate": "tool_call", **call, **VENDOR})
+        done = {"toolCallId": "v", "status": "completed", "_meta": {"vendor.example/ms": 12, "key": LEAKY_KEY}}
+        self.notify(sid, {"sessionUpdate": "tool_call_update", **done, "vendorNote": "cached"})
+        entry = {"content": "Index the repo", "status": "completed", "priority": "high"}
+        self.notify(sid, {"sessionUpdate": "plan", "entries": [entry], **VENDOR})
+        self.notify(sid, {"sessionUpdate": "plan", "entries": [entry], "_meta": "not an object"})
+
+    def elicit(self, sid: str, request: dict[str, Any]) -> None:
+        """A prompt `elicit REQUEST`: elicitation/create with REQUEST (the session's id added), its
+        answer told as ` elicitation=ANSWER`; for a URL, `elicitation/complete` after the answer."""
+        answer = self.ask_full("elicitation/create", {"sessionId": sid, **request})
+        if request.get("mode") == "url":
+            self.send({"jsonrpc": "2.0", "method": "elicitation/complete", "params": {"elicitationId": "e-1"}})
+        said = {"type": "text", "text": f" elicitation={json.dumps(answer)}"}
+        self.notify(sid, {"sessionUpdate": "agent_message_chunk", "content": said})
+
     def close(self, params: dict[str, Any]) -> Any:
         self.stale.discard(params["sessionId"])
         return {}
@@ -298,7 +351,9 @@ class Agent:
     def set_option(self, params: dict[str, Any]) -> Any:
         if params["configId"] == "model":
             self.model = params["value"]
-        return {"configOptions": config_options(self.model)}
+        if params["configId"] == "fast" and params.get("type") == "boolean" and isinstance(params["value"], bool):
+            self.fast = params["value"]
+        return {"configOptions": config_options(self.model, self.fast)}
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -321,6 +376,7 @@ class Agent:
                 with open(self.args.calls, "a") as calls:
                     calls.write(json.dumps({"method": method, "params": message.get("params")}) + "\n")
             if method is None:
+                self.full_results[rid] = {k: v for k, v in message.items() if k in ("result", "error")}
                 self.results[rid] = message.get("result")
                 self.answers.get(rid, threading.Event()).set()
             elif method == "session/cancel":
@@ -357,6 +413,8 @@ class Agent:
         self.replay(sid)
         self.replayed.set()
 
+
+VENDOR = {"_meta": {"vendor.example/trace": {"span": "abc", "depth": 2}}, "vendorHint": {"lane": "fast"}}
 
 TERMINAL_METHOD = {
     "id": "fake-login",
@@ -399,6 +457,7 @@ def main() -> None:
     parser.add_argument("--stale-end-after-cancel", action="store_true", help="end the prompt after a cancel at once")
     parser.add_argument("--calls", help="append each request and notification received to this file")
     parser.add_argument("--modes", action="store_true", help="offer modes, config options and commands")
+    parser.add_argument("--boolean", action="store_true", help="with --modes: a boolean option (fast) too")
     parser.add_argument("--v1", action="store_true", help="send message ids, tool names and usage (newest v1)")
     parser.add_argument("--auth", action="store_true", help="require authenticate before session/new")
     parser.add_argument("--terminal-auth", action="store_true", help="require a terminal login (`--login`) first")

@@ -162,3 +162,32 @@ async def test_a_form_goes_only_to_the_editors_that_show_forms():
             tg.cancel_scope.cancel()
     assert answer == {"by": "forms"}
     assert not plain.asked.is_set()
+
+
+async def test_a_url_goes_only_to_the_editors_that_show_urls_and_the_first_answer_wins():
+    routes = Routes(detached_wait=10)
+    forms, silent, urls = Editor("forms"), Editor("silent"), Editor("urls")
+    sides = [Peer(), Peer(), Peer()]
+    shows_forms = ClientCapabilities(elicitation_form=True)
+    shows_urls = ClientCapabilities(elicitation_form=True, elicitation_url=True)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            for side, editor in zip(sides, (forms, silent, urls), strict=True):
+                start_pair(tg, side, {}, editor.peer, editor.handlers())
+            answers: list[Any] = []
+            answered = anyio.Event()
+
+            async def ask() -> None:
+                answers.append(await routes.request(FORM, {"sessionId": "s", "mode": "url"}))
+                answered.set()
+
+            routes.attach("s", Client(sides[0], capabilities=lambda: shows_forms))  # shows no URL: never asked
+            routes.attach("s", Client(sides[1], capabilities=lambda: shows_urls))
+            tg.start_soon(ask)
+            await silent.asked.wait()
+            routes.attach("s", Client(sides[2], capabilities=lambda: shows_urls))
+            await answered.wait()
+            await silent.withdrawn.wait()
+            tg.cancel_scope.cancel()
+    assert answers == [{"by": "urls"}]
+    assert not forms.asked.is_set()

@@ -144,6 +144,12 @@ class RecordingSink:
         self._record("clarify", question, tuple(choices))
         return choices[0] if choices else "answer"
 
+    def elicit(self, request) -> None:
+        self._record("elicit", dict(request))
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        self._record("elicitation_complete", elicitation_id)
+
 
 def turn(text: str = "hello") -> TurnInput:
     return TurnInput(session_id="s1", cwd=CWD, prompt=({"type": "text", "text": text},))

@@ -312,7 +312,12 @@ class AcpAgent:
 
     def _options(self, session: Session) -> list[SessionConfigOption]:
         return config_options(
-            self.capabilities, session.mode, session.config, haui=self.options.haui, controls=session.controls
+            self.capabilities,
+            session.mode,
+            session.config,
+            haui=self.options.haui,
+            controls=session.controls,
+            boolean=self.client.boolean_options,
         )
 
     def _option_list(self, session: Session) -> list[dict[str, Any]]:

@@ -9,7 +9,8 @@ An adapter may offer a session controls of its own (`SessionControls`: an ACP ag
 us, with its modes and options). Then ACP modes are the agent's, and the server's permission
 mode stays the `mode` option, named "Permissions" in a category of its own (`_permissions`)
 so that editors put the agent's modes in their mode selector; the agent's options follow ours,
-an id the server uses itself (`mode`, `haui`) shown as `agent-<id>`.
+an id the server uses itself (`mode`, `haui`) shown as `agent-<id>`. An agent's boolean option
+is shown only to a client that opted in (`session.configOptions.boolean`), left out for others.
 """
 
 from __future__ import annotations
@@ -57,6 +58,16 @@ def agent_option(controls: SessionControls | None, config_id: str) -> ConfigOpti
 
 
 def _select(option: ConfigOption, current: str, *, shown: str | None = None) -> SessionConfigOption:
+    if option.kind == "boolean":
+        return SessionConfigOption(
+            id=shown or option.id,
+            name=option.name,
+            category=option.category or None,
+            description=option.description or None,
+            current_value=current == "true",
+            options=None,
+            type="boolean",
+        )
     choices = [
         SessionConfigChoice(value=c.value, name=c.name, description=c.description or None) for c in option.choices
     ]
@@ -90,6 +101,7 @@ def config_options(
     *,
     haui: bool = True,
     controls: SessionControls | None = None,
+    boolean: bool = False,
 ) -> list[SessionConfigOption]:
     """The complete list, in the order clients should show it: the mode first, `haui` last."""
     theirs = agent_modes(controls)
@@ -102,7 +114,8 @@ def config_options(
         options=[SessionConfigChoice(value=m.id, name=m.name, description=m.description) for m in MODES],
     )
     adapters = [_select(o, str(values.get(o.id, o.default))) for o in caps.config_options if o.id not in OWN_OPTIONS]
-    agents = [_select(o, o.default, shown=shown_id(o.id)) for o in controls.config_options] if controls else []
+    shown = [o for o in controls.config_options if boolean or o.kind != "boolean"] if controls else []
+    agents = [_select(o, o.default, shown=shown_id(o.id)) for o in shown]
     return [described, *adapters, *agents, haui_option(values, default=haui)]
 
 
@@ -119,10 +132,15 @@ def check_mode(mode_id: str, controls: SessionControls | None = None) -> str:
 
 
 def check_value(caps: AdapterCapabilities, config_id: str, value: Any, controls: SessionControls | None = None) -> str:
-    """The validated value for `config_id`, or -32602 naming what is wrong."""
+    """The validated value for `config_id`, or -32602 naming what is wrong. An agent's boolean
+    option takes a boolean, kept as "true" or "false"."""
+    theirs = agent_option(controls, config_id)
+    if theirs is not None and theirs.kind == "boolean":
+        if not isinstance(value, bool):
+            raise _invalid("value", f"must be a boolean ({config_id} is on or off)")
+        return "true" if value else "false"
     if not isinstance(value, str):
         raise _invalid("value", "must be one of the option's value ids (a string)")
-    theirs = agent_option(controls, config_id)
     if theirs is not None:
         if value not in {c.value for c in theirs.choices}:
             raise _invalid("value", f"is not one of the choices of {config_id}")

@@ -319,7 +319,7 @@ class Downstream:
         now = {option.id: option.default for option in session.controls.config_options}
         for option in before.config_options:
             if option.id in now and now[option.id] != option.default:
-                params = {"sessionId": theirs, "configId": option.id, "value": option.default}
+                params = {"sessionId": theirs, **wire_controls.set_params(before, option.id, option.default)}
                 answer = await client.request(methods.SESSION_SET_CONFIG_OPTION, params, timeout=CONTROL_TIMEOUT)
                 session.controls = wire_controls.from_answer(answer, session.controls)
 
@@ -345,9 +345,8 @@ class Downstream:
         return session.controls
 
     async def set_option(self, session: AgentSession, option_id: str, value: str) -> SessionControls:
-        answer = await self._control(
-            session, methods.SESSION_SET_CONFIG_OPTION, {"configId": option_id, "value": value}
-        )
+        params = wire_controls.set_params(session.controls, option_id, value)
+        answer = await self._control(session, methods.SESSION_SET_CONFIG_OPTION, params)
         session.controls = wire_controls.from_answer(answer, session.controls)
         return session.controls
 

@@ -1,7 +1,7 @@
 """The agent's requests during a turn, answered through the sink, so they go where a built-in
 agent's asks go: permission through our policy and then the editor, files through the editor
 when it offers them and the local disk (inside the session's roots) otherwise, questions as
-forms or choices.
+forms or choices, terminals as our own agents' commands (`terminals`).
 
 `prepare` runs in the turn's worker thread, in order with the updates (a question shows the
 call as the agent described it, started first if the agent never announced it); `answer` runs
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from acp_server.downstream.link import CANCELLED_PERMISSION
+from acp_server.downstream.terminals import Terminals
 from acp_server.downstream.updates import ToolCalls
 from acp_server.protocol import methods
 from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED, RESOURCE_NOT_FOUND, RpcError
@@ -26,6 +27,15 @@ from adapters.base import PermissionDecision, Sink, ToolRefused, TurnCancelled
 log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
+TERMINAL_METHODS = frozenset(
+    {
+        methods.TERMINAL_CREATE,
+        methods.TERMINAL_OUTPUT,
+        methods.TERMINAL_WAIT_FOR_EXIT,
+        methods.TERMINAL_KILL,
+        methods.TERMINAL_RELEASE,
+    }
+)
 ALLOW_KINDS = ("allow_once", "allow_always")
 REJECT_KINDS = ("reject_once", "reject_always")
 
@@ -48,9 +58,11 @@ def prepare(method: str, params: Json, tools: ToolCalls) -> Prepared:
     return Prepared(method, params, tools.question(cast(Json, call)))
 
 
-def answer(prepared: Prepared, sink: Sink, tools: ToolCalls) -> Any:
+def answer(prepared: Prepared, sink: Sink, tools: ToolCalls, terminals: Terminals) -> Any:
     """The answer to send the agent, or an `RpcError` to answer with."""
     try:
+        if prepared.method in TERMINAL_METHODS:
+            return terminals.answer(prepared.method, prepared.params)
         return _answer(prepared, sink, tools)
     except TurnCancelled:
         if prepared.method == methods.REQUEST_PERMISSION:
@@ -69,7 +81,7 @@ def _answer(prepared: Prepared, sink: Sink, tools: ToolCalls) -> Any:
         assert prepared.tool_call_id is not None
         decision = sink.request_permission(prepared.tool_call_id, offered=offered_kinds(params.get("options")))
         if decision.allowed and not decision.cancelled:
-            tools.allowed.add(prepared.tool_call_id)
+            tools.allow(prepared.tool_call_id, cast(Json, params.get("toolCall")))
         return choose(params.get("options"), decision)
     if prepared.method == methods.FS_READ_TEXT_FILE:
         path, line, limit = params.get("path"), params.get("line"), params.get("limit")
@@ -80,7 +92,7 @@ def _answer(prepared: Prepared, sink: Sink, tools: ToolCalls) -> Any:
             raise RpcError(INVALID_PARAMS, "Invalid params: content must be a string")
         sink.write_text_file(_path(params.get("path")), content)
         return {}
-    return _elicit(params, sink)
+    return _elicit(params, sink, tools)
 
 
 def offered_kinds(options: Any) -> frozenset[str]:
@@ -108,9 +120,20 @@ def _options(options: Any) -> list[Json]:
     return [cast(Json, option) for option in listed if isinstance(option, dict)]
 
 
-def _elicit(params: Json, sink: Sink) -> Json:
-    """A form of one text field (with or without choices) is asked as `clarify`; any other
-    form is declined, as the sink asks single questions only."""
+def _elicit(params: Json, sink: Sink, tools: ToolCalls) -> Json:
+    """The agent's form or URL as it wrote it, to an editor that shows that mode (its tool call
+    named by our id; a request-scoped one becomes the session's). For any other editor, a form
+    of one text field (with or without choices) is asked as `clarify`; anything else declined."""
+    if params.get("mode") not in ("form", "url") or not isinstance(params.get("message"), str):
+        return {"action": "decline"}
+    request = {k: v for k, v in params.items() if k not in ("sessionId", "requestId", "toolCallId")}
+    theirs = params.get("toolCallId")
+    ours = tools.ours(theirs) if isinstance(theirs, str) else None
+    answer = sink.elicit(request | ({"toolCallId": ours} if ours is not None else {}))
+    return answer if answer is not None else _as_question(params, sink)
+
+
+def _as_question(params: Json, sink: Sink) -> Json:
     schema = params.get("requestedSchema")
     properties = cast(Json, schema).get("properties") if isinstance(schema, dict) else None
     message = params.get("message")

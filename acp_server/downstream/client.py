@@ -4,7 +4,8 @@
 agent answered is kept as `AgentInfo`. The agent's own requests and notifications arrive here
 and go to the `Route` of the agent session they name (`routes`); a session nobody routes gets
 a refusal (requests) or nothing (notifications). What the agent is told it may ask: files
-(`fs/*`), form questions, never `terminal/*` (its commands run as its own tools, after asking).
+(`fs/*`), form questions, terminals (`terminal/*`: its commands run as our own agents' do, under
+the same policy, in the editor's terminal or locally, so we can always offer them).
 acp-server says it can run terminal auth methods: `acp-server login` runs the agent's own.
 """
 
@@ -21,6 +22,7 @@ from anyio.abc import TaskGroup
 import acp_server
 from acp_server.downstream.link import unanswerable
 from acp_server.downstream.process import AgentProcess
+from acp_server.downstream.updates import ELICITATION_DONE
 from acp_server.protocol import methods
 from acp_server.rpc.dispatch import Dispatcher
 from acp_server.rpc.errors import PeerClosedError
@@ -33,11 +35,11 @@ PROTOCOL_VERSION = 1
 INITIALIZE_TIMEOUT = 60.0  # seconds an agent gets to answer initialize (npx may fetch the package first)
 CLIENT_CAPABILITIES: dict[str, Any] = {
     "fs": {"readTextFile": True, "writeTextFile": True},
-    "terminal": False,
-    "elicitation": {"form": {}},
+    "terminal": True,
+    "elicitation": {"form": {}, "url": {}},  # a URL to an editor that shows them, else declined
     "auth": {"terminal": True},  # offered to the editor as ours, run by `acp-server login`
     # Passed on to an editor that advertised them, dropped for one that did not (`updates.apply`).
-    "session": {"compaction": {}, "notices": {}},
+    "session": {"compaction": {}, "notices": {}, "configOptions": {"boolean": {}}},
 }
 # The agent's requests that a turn answers (session/update is a notification).
 ASKS = (
@@ -45,11 +47,17 @@ ASKS = (
     methods.FS_READ_TEXT_FILE,
     methods.FS_WRITE_TEXT_FILE,
     methods.ELICITATION_CREATE,
+    methods.TERMINAL_CREATE,
+    methods.TERMINAL_OUTPUT,
+    methods.TERMINAL_WAIT_FOR_EXIT,
+    methods.TERMINAL_KILL,
+    methods.TERMINAL_RELEASE,
 )
 # What an agent sends about a session that is not routed yet, kept until it is (a few of them).
 EARLY_UPDATES = frozenset({"available_commands_update", "current_mode_update", "config_option_update"})
 EARLY_SESSIONS = 16
 EARLY_UPDATES_KEPT = 16
+ELICITATIONS_KEPT = 64  # URL elicitations awaiting `elicitation/complete` (the oldest forgotten first)
 
 Json = dict[str, Any]
 
@@ -113,6 +121,7 @@ class AgentClient:
         self.peer = Peer()
         self.routes: dict[str, Route] = {}
         self._early: dict[str, list[Json]] = {}  # updates of sessions not routed yet
+        self._elicitations: dict[str, str] = {}  # a URL elicitation's id -> its session, until complete
         self.info: AgentInfo | None = None
         self.closed = anyio.Event()
 
@@ -147,7 +156,10 @@ class AgentClient:
             await self.peer.notify(method, params)
 
     def _dispatcher(self) -> Dispatcher:
-        table: dict[str, Callable[[Json], Awaitable[Any]]] = {methods.SESSION_UPDATE: self._update}
+        table: dict[str, Callable[[Json], Awaitable[Any]]] = {
+            methods.SESSION_UPDATE: self._update,
+            methods.ELICITATION_COMPLETE: self._completed,
+        }
         table |= {method: self._asker(method) for method in ASKS}
         return Dispatcher(table)
 
@@ -189,8 +201,21 @@ class AgentClient:
         else:
             log.debug("%s: dropped an update for no open session", self.label)
 
+    async def _completed(self, params: Json) -> None:
+        """`elicitation/complete` names no session: it goes to the one its URL was asked in."""
+        elicitation_id = params.get("elicitationId")
+        session_id = self._elicitations.pop(elicitation_id, None) if isinstance(elicitation_id, str) else None
+        route = self.routes.get(session_id) if session_id is not None else None
+        if route is not None:
+            await route.update({"sessionUpdate": ELICITATION_DONE, "elicitationId": elicitation_id})
+
     def _asker(self, method: str) -> Callable[[Json], Awaitable[Any]]:
         async def ask(params: Json) -> Any:
+            elicitation_id = params.get("elicitationId")
+            if method == methods.ELICITATION_CREATE and isinstance(elicitation_id, str):
+                if len(self._elicitations) >= ELICITATIONS_KEPT:
+                    self._elicitations.pop(next(iter(self._elicitations)))
+                self._elicitations[elicitation_id] = str(params.get("sessionId"))
             route = self.routes.get(str(params.get("sessionId")))
             return await route.ask(method, params) if route is not None else unanswerable(method)
 

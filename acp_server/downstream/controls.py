@@ -50,14 +50,20 @@ def updated(controls: SessionControls, update: Json) -> SessionControls:
 
 
 def options(value: Any) -> tuple[ConfigOption, ...]:
-    """Select options (flat or grouped choices) with a current value among their choices;
-    boolean options are left out, as the editor was not told they may come."""
+    """Select options (flat or grouped choices) with a current value among their choices, and
+    boolean ones (kept as "true" or "false"; shown only to an editor that opted in)."""
     found: list[ConfigOption] = []
     for item in _list(value):
         option = _object(item)
         identifier, name, current = option.get("id"), option.get("name"), option.get("currentValue")
         identifier = _id(identifier)
-        if option.get("type", "select") != "select" or identifier is None or not isinstance(name, str):
+        if identifier is None or not isinstance(name, str):
+            continue
+        if option.get("type") == "boolean":
+            if isinstance(current, bool):
+                found.append(_boolean(identifier, name, current, option))
+            continue
+        if option.get("type", "select") != "select":
             continue
         choices = _choices(option.get("options"))
         if not isinstance(current, str) or current not in {c.value for c in choices}:
@@ -74,6 +80,27 @@ def options(value: Any) -> tuple[ConfigOption, ...]:
             )
         )
     return tuple(found)
+
+
+def _boolean(identifier: str, name: str, current: bool, option: Json) -> ConfigOption:
+    category = option.get("category")
+    return ConfigOption(
+        identifier,
+        redact_text(name),
+        (),
+        "true" if current else "false",
+        _text(option.get("description")),
+        category if isinstance(category, str) else None,
+        kind="boolean",
+    )
+
+
+def set_params(controls: SessionControls, option_id: str, value: str) -> Json:
+    """`session/set_config_option`'s params for a value of ours: a boolean option's as a boolean."""
+    option = next((o for o in controls.config_options if o.id == option_id), None)
+    if option is not None and option.kind == "boolean":
+        return {"configId": option_id, "type": "boolean", "value": value == "true"}
+    return {"configId": option_id, "value": value}
 
 
 def commands(value: Any) -> tuple[SlashCommand, ...]:

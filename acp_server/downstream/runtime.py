@@ -29,6 +29,7 @@ from acp_server.downstream.link import Answered, Ask, Cancelled, Inbox, Item, Up
 from acp_server.downstream.login import offered, terminal_method
 from acp_server.downstream.quirks import as_installed
 from acp_server.downstream.sessions import AgentSession
+from acp_server.downstream.terminals import Terminals
 from acp_server.downstream.updates import SHOWS_NEITHER, ToolCalls, apply
 from acp_server.rpc.errors import RpcError
 from adapters.base import (
@@ -313,6 +314,7 @@ def _serve(
     its size, and an agent that sends its deltas one by one (Hermes) would otherwise cost that
     for every few characters; the first chunk of a turn, and any after a pause, go at once."""
     tools = ToolCalls(sink, roots=roots)
+    terminals = Terminals(sink, tools, roots=roots)
     held: Update | None = None  # text waiting for its time
     reported = -COALESCE  # when text was last reported (time.monotonic)
     while True:
@@ -330,7 +332,7 @@ def _serve(
                 if text:  # an empty chunk (Claude starts with one) shows nothing: the next goes at once
                     reported = time.monotonic()
             elif isinstance(item, Ask):
-                _answer(item, sink, tools)
+                _answer(item, sink, tools, terminals)
             elif isinstance(item, Cancelled):
                 raise TurnCancelled("the turn was cancelled")
             else:
@@ -385,7 +387,7 @@ def _chunk_text(item: Item) -> tuple[str | None, str]:
     return cast(str, kind), text
 
 
-def _answer(item: Ask, sink: Sink, tools: ToolCalls) -> None:
+def _answer(item: Ask, sink: Sink, tools: ToolCalls, terminals: Terminals) -> None:
     try:
         prepared = asks.prepare(item.method, item.params, tools)
     except RpcError as exc:
@@ -394,7 +396,7 @@ def _answer(item: Ask, sink: Sink, tools: ToolCalls) -> None:
 
     def work() -> None:
         try:
-            item.reply.result(asks.answer(prepared, sink, tools))
+            item.reply.result(asks.answer(prepared, sink, tools, terminals))
         except RpcError as exc:
             item.reply.error(exc)
         except Exception as exc:

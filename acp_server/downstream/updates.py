@@ -11,6 +11,7 @@ arrive in.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -40,7 +41,14 @@ PRIORITIES = frozenset({"high", "medium", "low"})
 SESSION_NOTICES = frozenset({"notice", "compaction_update", "compaction_summary_chunk"})
 SEVERITIES = frozenset({"info", "warning", "error"})
 COMPACTION_STATUSES = frozenset({"in_progress", "completed", "failed", "cancelled"})
+ELICITATION_DONE = "elicitation/complete"  # the agent's notification, carried to the turn as an update
 SHOWS_NEITHER = EditorFeatures()  # an editor that advertised neither notices nor compaction
+# The fields of a tool call and a plan that we read; any other (`_meta`, a vendor's) is passed on.
+TOOL_FIELDS = frozenset(
+    {"sessionUpdate", "toolCallId", "title", "name", "kind", "status", "content", "locations", "rawInput", "rawOutput"}
+)
+PLAN_FIELDS = frozenset({"sessionUpdate", "entries"})
+EXTRA_LIMIT = 64 * 1024  # characters of JSON: more is left out, as are values JSON cannot hold
 
 
 class ToolCalls:
@@ -54,6 +62,18 @@ class ToolCalls:
         self._open: dict[str, ToolKind] = {}  # our id -> its kind, in the order started
         self._unended: dict[str, None] = {}  # our ids of calls not completed or failed yet
         self.allowed: set[str] = set()  # our ids of calls a permission question allowed
+        self._commands: dict[str, str] = {}  # an allowed call's command line -> its id, until run
+
+    def allow(self, ours: str, call: Json) -> None:
+        """A permission question allowed the call: the command it named may run once for it."""
+        self.allowed.add(ours)
+        command = _object(call.get("rawInput")).get("command")
+        if isinstance(command, str) and command:
+            self._commands[command] = ours
+
+    def allowed_command(self, line: str) -> str | None:
+        """The allowed call that named `line`, once (a `terminal/create` running it is that call)."""
+        return self._commands.pop(line, None)
 
     def ours(self, theirs: str) -> str | None:
         return self._ids.get(theirs)
@@ -83,6 +103,7 @@ class ToolCalls:
             raw_input=call.get("rawInput"),
             locations=_locations(call.get("locations"), self.where) or (),
             tool_call_id=theirs or None,
+            extra=extra(call, TOOL_FIELDS),
         )
         if theirs:
             self._ids[theirs] = ours
@@ -117,8 +138,9 @@ class ToolCalls:
             self._open.pop(ours, None)
         if fields["status"] in ("completed", "failed"):
             self._unended.pop(ours, None)
-        if any(value is not None for value in fields.values()):
-            self._sink.tool_update(ours, **fields)
+        kept = None if started else extra(call, TOOL_FIELDS)
+        if kept is not None or any(value is not None for value in fields.values()):
+            self._sink.tool_update(ours, **fields, extra=kept)
 
     def where(self, path: str) -> str:
         """Where a path the agent shows really is: beneath the session's roots as they are named,
@@ -154,14 +176,30 @@ def apply(update: Json, sink: Sink, tools: ToolCalls, editor: EditorFeatures = S
     elif kind == "tool_call_update":
         tools.update(update)
     elif kind == "plan":
-        sink.plan(_plan(update.get("entries")))
+        sink.plan(_plan(update.get("entries")), extra=extra(update, PLAN_FIELDS))
     elif kind == "usage_update":
         _usage(update, sink)
+    elif kind == ELICITATION_DONE:
+        if elicitation_id := _text(update.get("elicitationId")):
+            sink.elicitation_complete(elicitation_id)
     elif kind == "session_info_update":
         if title := _text(update.get("title")):
             sink.title(title)
     else:  # user_message_chunk (an agent echoing a prompt), and kinds from later versions
         log.debug("agent update %r not reported", kind)
+
+
+def extra(update: Json, known: frozenset[str]) -> Json | None:
+    """The fields of `update` we do not read, to pass on as they came: `_meta` when it is an
+    object (as the schema asks), any vendor field; None for none, or for more than EXTRA_LIMIT."""
+    kept: Json = {k: v for k, v in update.items() if k not in known and (k != "_meta" or isinstance(v, dict))}
+    if not kept:
+        return None
+    try:
+        size = len(json.dumps(kept))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return kept if size <= EXTRA_LIMIT else None
 
 
 def _session_notice(update: Json, sink: Sink, editor: EditorFeatures) -> None:

@@ -32,6 +32,7 @@ TERMINAL_WAIT_FOR_EXIT = "terminal/wait_for_exit"
 TERMINAL_KILL = "terminal/kill"
 TERMINAL_RELEASE = "terminal/release"
 ELICITATION_CREATE = "elicitation/create"
+ELICITATION_COMPLETE = "elicitation/complete"
 
 AGENT_METHODS = frozenset(
     {
@@ -62,6 +63,7 @@ CLIENT_METHODS = frozenset(
         TERMINAL_KILL,
         TERMINAL_RELEASE,
         ELICITATION_CREATE,
+        ELICITATION_COMPLETE,
     }
 )
 

@@ -109,15 +109,16 @@ class SessionConfigChoice(NamedTuple):
 
 
 class SessionConfigOption(NamedTuple):
-    """A `select` config option (the only kind we offer), its choices in display order."""
+    """A config option: a `select` with its choices in display order, or (an agent below's,
+    for a client that opted in) a `boolean` with no choices."""
 
     id: str
     name: str
-    current_value: str
-    options: list[SessionConfigChoice]
+    current_value: str | bool
+    options: list[SessionConfigChoice] | None
     category: str | None = None
     description: str | None = None
-    type: Literal["select"] = "select"
+    type: Literal["select", "boolean"] = "select"
 
 
 class CommandInput(NamedTuple):

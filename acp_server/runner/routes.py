@@ -51,14 +51,14 @@ class Client:
     read_only: bool = False
     capabilities: Callable[[], ClientCapabilities] = ClientCapabilities
 
-    def can_answer(self, method: str) -> bool:
+    def can_answer(self, method: str, params: dict[str, Any] | None = None) -> bool:
         """Whether to ask it `method`: never a watcher (its answers never count), and a form,
-        a file or a terminal only of one that advertised it."""
+        a URL, a file or a terminal only of one that advertised it."""
         if self.read_only:
             return False
         offered = self.capabilities()
         if method == methods.ELICITATION_CREATE:
-            return offered.elicitation_form
+            return offered.elicitation_url if (params or {}).get("mode") == "url" else offered.elicitation_form
         if method == methods.FS_READ_TEXT_FILE:
             return offered.read_text_file
         if method == methods.FS_WRITE_TEXT_FILE:
@@ -253,7 +253,7 @@ class _SharedAsk:
             while not self.settled.is_set():
                 changed = routes.changed(self.session_id)
                 for client in routes.live(self.session_id):
-                    if client.can_answer(self.method) and client.peer not in self.asked:
+                    if client.can_answer(self.method, self.params) and client.peer not in self.asked:
                         self.asked.add(client.peer)
                         self.in_flight += 1
                         tasks.start_soon(self._ask, client.peer)

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
@@ -63,6 +63,7 @@ FRAME = 1 / 60  # seconds: a fast stream's deltas reach the editor at most this 
 DENSE = 16  # deltas taken within one frame: a stream faster than an editor draws (about 1,000/s)
 
 T = TypeVar("T")
+Stoppable = Callable[[Callable[[], object]], None]
 
 
 class TurnServices(Protocol):
@@ -75,6 +76,8 @@ class TurnServices(Protocol):
     async def write_text_file(self, path: str, content: str) -> None: ...
     async def run_command(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult: ...
     async def clarify(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str: ...
+    async def elicit(self, request: dict[str, Any]) -> dict[str, Any] | None: ...
+    async def elicitation_complete(self, elicitation_id: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -179,12 +182,14 @@ class ThreadSink:
         if wake:
             self._loop.call_soon_threadsafe(self._wake.set)
 
-    def _ask(self, call: Callable[[], Awaitable[T]]) -> T:
+    def _ask(self, call: Callable[[], Awaitable[T]], stoppable: Stoppable | None = None) -> T:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._lock:
             self._asks.add(future)
         try:
             self._push(Ask(call, future))
+            if stoppable is not None:
+                stoppable(future.cancel)  # withdrawn, the loop cancels the ask too (`AskScopes.serve`)
             return future.result()
         except concurrent.futures.CancelledError:
             raise TurnCancelled("the turn was cancelled") from None
@@ -222,10 +227,11 @@ class ThreadSink:
         raw_input: Any = None,
         locations: Sequence[ToolLocation] = (),
         tool_call_id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> str:
         if not tool_call_id or tool_call_id in self._tools:
             tool_call_id = f"call_{os.urandom(8).hex()}"
-        event = ToolCallStarted(tool_call_id, title, kind, name, raw_input, tuple(locations))
+        event = ToolCallStarted(tool_call_id, title, kind, name, raw_input, tuple(locations), extra=_dict(extra))
         self._push(event)
         self._tools[tool_call_id] = event
         return tool_call_id
@@ -241,6 +247,7 @@ class ThreadSink:
         kind: ToolKind | None = None,
         raw_input: Any = None,
         locations: Sequence[ToolLocation] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         if tool_call_id not in self._tools:
             raise ValueError(f"unknown tool call id {tool_call_id!r}: start it with tool_call()")
@@ -249,7 +256,9 @@ class ThreadSink:
             title, kind, raw_input = None, None, None
         shown = None if content is None else tuple(content)
         where = None if locations is None else tuple(locations)
-        self._push(ToolCallUpdated(tool_call_id, status, title, shown, raw_output, where, kind, raw_input))
+        self._push(
+            ToolCallUpdated(tool_call_id, status, title, shown, raw_output, where, kind, raw_input, _dict(extra))
+        )
         # A permission question shows the call as the editor last saw it: a diff included.
         self._tools[tool_call_id] = _changed(self._tools[tool_call_id], title, kind, raw_input, shown, where)
         if status == "in_progress":
@@ -257,8 +266,8 @@ class ThreadSink:
             # journaled), so a crash can never hide a side effect that happened.
             self._ask(_published)
 
-    def plan(self, entries: Sequence[PlanEntry]) -> None:
-        self._push(PlanUpdated(tuple(entries)))
+    def plan(self, entries: Sequence[PlanEntry], *, extra: Mapping[str, Any] | None = None) -> None:
+        self._push(PlanUpdated(tuple(entries), _dict(extra)))
 
     def usage(
         self,
@@ -314,12 +323,23 @@ class ThreadSink:
         self._ask(lambda: self._services.write_text_file(path, content))
 
     def run_command(
-        self, command: str, *, tool_call_id: str | None = None, timeout: float | None = None
+        self,
+        command: str,
+        *,
+        tool_call_id: str | None = None,
+        timeout: float | None = None,
+        stoppable: Stoppable | None = None,
     ) -> CommandResult:
-        return self._ask(lambda: self._services.run_command(command, tool_call_id, timeout))
+        return self._ask(lambda: self._services.run_command(command, tool_call_id, timeout), stoppable)
 
     def clarify(self, question: str, *, choices: Sequence[str] = (), tool_call_id: str | None = None) -> str:
         return self._ask(lambda: self._services.clarify(question, tuple(choices), tool_call_id))
+
+    def elicit(self, request: Mapping[str, Any]) -> dict[str, Any] | None:
+        return self._ask(lambda: self._services.elicit(dict(request)))
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        self._ask(lambda: self._services.elicitation_complete(elicitation_id))
 
     # --- worker side: the turn itself ----------------------------------------------------
 
@@ -406,6 +426,10 @@ def _changed(
     changes |= {"content": content, "locations": locations}
     given = {name: value for name, value in changes.items() if value is not None}
     return replace(tool, **given) if given else tool
+
+
+def _dict(extra: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return dict(extra) if extra else None
 
 
 async def _published() -> None:

@@ -36,8 +36,10 @@ class ClientCapabilities:
     write_text_file: bool = False
     terminal: bool = False
     elicitation_form: bool = False
+    elicitation_url: bool = False
     compaction: bool = False  # session.compaction: compaction_update / compaction_summary_chunk
     notices: bool = False  # session.notices: notice updates
+    boolean_options: bool = False  # session.configOptions.boolean: boolean config options
     terminal_auth: bool = False  # auth.terminal (or the older _meta "terminal-auth"): terminal auth methods
     quirks: Quirks = field(default_factory=Quirks)  # known mistakes of this client (turns/quirks.py), by its clientInfo
 
@@ -52,8 +54,10 @@ class ClientCapabilities:
             write_text_file=fs.get("writeTextFile") is True,
             terminal=caps.get("terminal") is True,
             elicitation_form=isinstance(elicitation.get("form"), dict),
+            elicitation_url=isinstance(elicitation.get("url"), dict),
             compaction=isinstance(session.get("compaction"), dict),
             notices=isinstance(session.get("notices"), dict),
+            boolean_options=isinstance(_object(session.get("configOptions")).get("boolean"), dict),
             # `_meta.terminal-auth` is how clients (and the ACP Registry's check) asked before `auth.terminal`.
             terminal_auth=_object(caps.get("auth")).get("terminal") is True
             or _object(caps.get("_meta")).get("terminal-auth") is True,

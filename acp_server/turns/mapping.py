@@ -8,7 +8,7 @@ their own (the end of a turn) map to None.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from acp_server.turns.rich import DrawnDelta
 from adapters.events import (
@@ -136,14 +136,15 @@ def to_update(event: RuntimeEvent, message_id: str | None = None) -> dict[str, A
         case ThoughtDelta(text=text):
             return _chunk("agent_thought_chunk", text, message_id)
         case ToolCallStarted():
-            return {"sessionUpdate": "tool_call", **tool_call_fields(event)}
+            return _with_extra(event.extra, {"sessionUpdate": "tool_call", **tool_call_fields(event)})
         case ToolCallUpdated():
-            return _tool_update(event)
+            return _with_extra(event.extra, _tool_update(event))
         case PlanUpdated(entries=entries):
-            return {
+            plan = {
                 "sessionUpdate": "plan",
                 "entries": [{"content": e.content, "status": e.status, "priority": e.priority} for e in entries],
             }
+            return _with_extra(event.extra, plan)
         case UsageReported():
             return _usage(event)
         case TitleChanged(title=title):
@@ -159,6 +160,11 @@ def to_update(event: RuntimeEvent, message_id: str | None = None) -> dict[str, A
         case CompactionUpdated() | CompactionChunk() | NoticeShown():
             return _session_notice(event)
     raise TypeError(f"unmapped runtime event {type(event).__name__}")
+
+
+def _with_extra(extra: Any, update: dict[str, Any]) -> dict[str, Any]:
+    """`update` with an agent below's own fields it does not set (`_meta`, a vendor's) beside it."""
+    return {**cast(dict[str, Any], extra), **update} if isinstance(extra, dict) else update
 
 
 class OpenToolCalls:

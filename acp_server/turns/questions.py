@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from acp_server.protocol import methods
@@ -23,8 +23,10 @@ from adapters.events import RuntimeEvent, TextContent, ToolCallStarted, ToolCall
 class Questions:
     channel: EditorChannel
     forms: bool  # the editor advertised `elicitation.form`
+    urls: bool = False  # ... and `elicitation.url`
     emit: Callable[[RuntimeEvent], Awaitable[None]]
     timeout: float | None = None  # seconds the user gets to answer; None waits for ever
+    shown: set[str] = field(default_factory=set[str])  # ids of the URLs the editor was shown
 
     async def clarify(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
         """The user's answer; `ToolRefused` when they decline, skip or cannot be asked."""
@@ -35,6 +37,31 @@ class Questions:
         raise ToolRefused(
             "Cannot ask the user: this editor shows neither forms (elicitation) nor choices for an open question"
         )
+
+    async def elicit(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """An agent's own form or URL, asked as it is; None when the editor shows no such mode.
+        A question that timed out, failed or was answered malformed counts as cancelled."""
+        mode = request.get("mode")
+        if not ((mode == "form" and self.forms) or (mode == "url" and self.urls)):
+            return None
+        if mode == "url" and isinstance(request.get("elicitationId"), str):
+            self.shown.add(request["elicitationId"])
+        try:
+            reply = await self.channel.ask(methods.ELICITATION_CREATE, request, ElicitationResult, timeout=self.timeout)
+        except ToolRefused:
+            return {"action": "cancel"}
+        if reply.action == "accept":
+            return {"action": "accept"} | ({"content": reply.content} if reply.content is not None else {})
+        return {"action": reply.action if reply.action == "cancel" else "decline"}
+
+    async def complete(self, elicitation_id: str) -> None:
+        """`elicitation/complete` for a URL the editor was shown (its session named, for a runner's
+        routes); nothing for one it was not."""
+        if elicitation_id not in self.shown:
+            return
+        self.shown.discard(elicitation_id)
+        params = {"sessionId": self.channel.session_id, "elicitationId": elicitation_id}
+        await self.channel.peer.notify(methods.ELICITATION_COMPLETE, params)
 
     async def _ask_form(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
         answer: dict[str, Any] = {"type": "string", "title": "Answer"}

@@ -8,6 +8,7 @@ command for a tool call runs only as its permission allowed it (`PermissionFlow.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection
+from typing import Any
 
 from acp_server.rpc.peer import Peer
 from acp_server.turns.client import ClientCapabilities, EditorChannel
@@ -52,7 +53,11 @@ class ClientTools:
             on_remember=on_remember,
         )
         self._questions = Questions(
-            channel=channel, forms=client.elicitation_form, emit=emit, timeout=permission_timeout
+            channel=channel,
+            forms=client.elicitation_form,
+            urls=client.elicitation_url,
+            emit=emit,
+            timeout=permission_timeout,
         )
         self._files = Files(channel=channel, client=client, cwd=cwd, roots=roots)
         self._commands = CommandRunner(
@@ -66,6 +71,12 @@ class ClientTools:
 
     async def clarify(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
         return await self._questions.clarify(question, choices, tool_call_id)
+
+    async def elicit(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        return await self._questions.elicit(request)
+
+    async def elicitation_complete(self, elicitation_id: str) -> None:
+        await self._questions.complete(elicitation_id)
 
     async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str:
         return await self._files.read(path, line, limit)

@@ -10,6 +10,8 @@ never wedges its session.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import logging
 import time
@@ -17,6 +19,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 import anyio
 
@@ -173,6 +176,13 @@ class RunNumbering:
         return Envelope(self.run_id, self.session_id, self.seq, event, time.time())
 
 
+def _withdrawn(scope: anyio.CancelScope, loop: asyncio.AbstractEventLoop, future: Any) -> None:
+    """An ask the worker withdrew (a command it stopped) is cancelled on the loop too."""
+    if future.cancelled():
+        with contextlib.suppress(RuntimeError):  # the loop has stopped: nothing runs any more
+            loop.call_soon_threadsafe(scope.cancel)
+
+
 class AskScopes:
     """The cancel scopes of a turn's outstanding asks; cancelling the turn withdraws them all."""
 
@@ -191,6 +201,7 @@ class AskScopes:
                 return
             with anyio.CancelScope() as scope:
                 self._scopes.add(scope)
+                ask.future.add_done_callback(partial(_withdrawn, scope, asyncio.get_running_loop()))
                 try:
                     result = await ask.call()
                 except Exception as exc:
