@@ -84,6 +84,15 @@ NO_NOTES: SessionNotes = _NoNotes()
 
 
 @dataclass(frozen=True, slots=True)
+class SystemPrompt:
+    """A client's system-level instructions for a session: added to the agent's own (append),
+    or in place of its built-in ones (`override`); the tools and the context stay."""
+
+    text: str
+    override: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class TurnInput:
     session_id: str
     cwd: str
@@ -98,6 +107,7 @@ class TurnInput:
     notes: SessionNotes = NO_NOTES  # outlives the turn: for what the agent learns later
     origin: str | None = None  # None: the user's prompt; else a follow-up the agent asked for (`Sink.follow_up`)
     state: Mapping[str, Any] = field(default_factory=dict[str, Any])  # what `Sink.save_state` kept, by key
+    system_prompt: SystemPrompt | None = None  # the client's instructions for the session (ACP unstable)
 
     @property
     def text(self) -> str:
@@ -353,6 +363,10 @@ class AdapterCapabilities:
     cancel_latency: float = 1.0  # seconds within which a cancelled turn stops
     auth_methods: tuple[AuthMethod, ...] = ()
     logout: bool = False  # the adapter has `logout()`, which ends what `authenticate` began
+    # A fork of the session's journal is a fork of the session: the agent keeps nothing of it
+    # elsewhere (an agent below keeps its own session, so it says False).
+    fork: bool = True
+    system_prompt: bool = False  # the agent honours `TurnInput.system_prompt`, append and override
 
 
 class RuntimeAdapter(Protocol):

@@ -29,6 +29,7 @@ from journal.cache import CachedRun
 from journal.codec import encode_event
 from journal.durability import is_durable
 from journal.errors import JournalClosedError, JournalFileError, classified
+from journal.fork import copy_session
 from journal.records import (
     RUN_COLUMNS,
     SESSION_COLUMNS,
@@ -200,6 +201,15 @@ class Journal:
             await self._runs.refused(exc, session_id=session_id)
             raise
         return await self.get_session(session_id)
+
+    async def fork_session(self, parent_id: str, rec: SessionRecord) -> int:
+        """Store `rec` as a fork of `parent_id`: its finished runs and their events copied
+        (`journal.fork`); returns how many. LookupError when the parent is unknown."""
+        self._check_open()
+        await self._sync()  # the parent's queued events belong to the runs being copied
+        now = time.time()
+        stored = _redacted_session(replace(rec, created_at=rec.created_at or now, updated_at=rec.updated_at or now))
+        return await self._write.run(lambda conn: copy_session(conn, parent_id, stored, SESSION_COLUMNS))
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         await self._sync()

@@ -21,11 +21,12 @@ from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.validators import extend
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "schema.json"
+UNSTABLE_SCHEMA_PATH = SCHEMA_PATH.with_name("schema.unstable.json")  # a server run with --unstable
 
 
 @cache
-def _schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_PATH.read_text())
+def _schema(unstable: bool = False) -> dict[str, Any]:
+    return json.loads((UNSTABLE_SCHEMA_PATH if unstable else SCHEMA_PATH).read_text())
 
 
 _matched_last: dict[int, int] = {}  # id of an anyOf list -> the index of its branch that matched last
@@ -48,24 +49,24 @@ _Validator = extend(Draft202012Validator, {"anyOf": _any_of})
 
 
 @cache
-def _validator(def_name: str | None) -> Any:
-    schema = _schema()
+def _validator(def_name: str | None, unstable: bool = False) -> Any:
+    schema = _schema(unstable)
     if def_name is None:
         return _Validator(schema)
     return _Validator({"$ref": f"#/$defs/{def_name}", "$defs": schema["$defs"]})
 
 
 @lru_cache(maxsize=4096)
-def _valid(def_name: str | None, encoded: str) -> bool:
+def _valid(def_name: str | None, encoded: str, unstable: bool = False) -> bool:
     """Whether the value `encoded` is valid against `def_name` (None: the whole schema)."""
-    return _validator(def_name).is_valid(json.loads(encoded))
+    return _validator(def_name, unstable).is_valid(json.loads(encoded))
 
 
 @cache
-def _defs_by_method() -> dict[tuple[str, str, str], str]:
+def _defs_by_method(unstable: bool = False) -> dict[tuple[str, str, str], str]:
     """(method, side, Request|Response|Notification) -> def name."""
     table = {}
-    for name, definition in _schema()["$defs"].items():
+    for name, definition in _schema(unstable)["$defs"].items():
         method, side = definition.get("x-method"), definition.get("x-side")
         if method is None:
             continue
@@ -75,36 +76,38 @@ def _defs_by_method() -> dict[tuple[str, str, str], str]:
     return table
 
 
-def _check(def_name: str | None, value: Any, what: str) -> None:
-    if _valid(def_name, json.dumps(value, sort_keys=True)):
+def _check(def_name: str | None, value: Any, what: str, unstable: bool = False) -> None:
+    if _valid(def_name, json.dumps(value, sort_keys=True), unstable):
         return
-    errors = sorted(_validator(def_name).iter_errors(value), key=lambda e: list(e.path))
+    errors = sorted(_validator(def_name, unstable).iter_errors(value), key=lambda e: list(e.path))
     if errors:
         detail = "; ".join(f"{list(e.path)}: {e.message[:300]}" for e in errors[:5])
-        raise AssertionError(f"{what} is not valid against the ACP schema ({def_name}): {detail}")
+        which = "unstable ACP schema" if unstable else "ACP schema"
+        raise AssertionError(f"{what} is not valid against the {which} ({def_name}): {detail}")
 
 
 NOTIFICATIONS_AS_REQUESTS = frozenset({"session/cancel"})  # answered `{}` when sent with an id
 
 
-def check_agent_frame(frame: dict[str, Any], answered_method: str | None = None) -> None:
+def check_agent_frame(frame: dict[str, Any], answered_method: str | None = None, *, unstable: bool = False) -> None:
     """Validate one frame written by the agent. `answered_method` names the client request a
-    response answers (None for requests and notifications)."""
-    _check(None, frame, "frame")
-    defs = _defs_by_method()
+    response answers (None for requests and notifications). With `unstable` (a server run with
+    `--unstable`) against schema.unstable.json, else against the stable schema.json."""
+    _check(None, frame, "frame", unstable)
+    defs = _defs_by_method(unstable)
     if "method" in frame:
         method = frame["method"]
         kind = "Request" if "id" in frame else "Notification"
         name = defs.get((method, "client", kind)) or defs.get((method, "protocol", kind))
         assert name is not None, f"the agent sent {method!r}, which is not a client method"
-        _check(name, frame.get("params"), f"{method} params")
+        _check(name, frame.get("params"), f"{method} params", unstable)
     elif "error" in frame:
-        _check("Error", frame["error"], "error")
+        _check("Error", frame["error"], "error", unstable)
     else:
         assert answered_method is not None, f"response to an unknown request: {frame}"
         name = defs.get((answered_method, "agent", "Response"))
         if name is None:  # a notification sent as a request: any response the schema allows
             assert answered_method in NOTIFICATIONS_AS_REQUESTS, f"no response type for {answered_method}"
-            _check("AgentResponse", frame, f"{answered_method} answer")
+            _check("AgentResponse", frame, f"{answered_method} answer", unstable)
         else:
-            _check(name, frame["result"], f"{answered_method} result")
+            _check(name, frame["result"], f"{answered_method} result", unstable)

@@ -31,6 +31,7 @@ from acp_server.acp.options import (
 )
 from acp_server.acp.prompting import AgentOptions, Echo, Prompts
 from acp_server.acp.sessions import Session, SessionStore
+from acp_server.acp.unstable import fork_params, system_prompt_param, with_system_prompt
 from acp_server.protocol import methods
 from acp_server.protocol.opening import (
     LoadSessionRequest,
@@ -55,6 +56,8 @@ from acp_server.protocol.results import (
     SessionInfo,
     SessionStateResult,
     SetConfigOptionResult,
+    SystemPromptCapabilities,
+    SystemPromptModes,
     wire,
 )
 from acp_server.rpc.errors import (
@@ -75,6 +78,7 @@ from adapters.base import (
     AgentError,
     AuthRequired,
     RuntimeAdapter,
+    SystemPrompt,
     TurnInput,
     auth_needed,
     close_session,
@@ -166,6 +170,8 @@ class AcpAgent:
                 methods.SESSION_CLOSE: self.handle_session_close,
                 methods.SESSION_DELETE: self.handle_session_delete,
             }
+        if self.journal is not None and self.options.unstable and self.capabilities.fork:
+            table[methods.SESSION_FORK] = self.handle_session_fork
         return {name: self._gated(name, handler) for name, handler in table.items()}
 
     def _gated(self, name: str, handler: Handler) -> Handler:
@@ -212,12 +218,28 @@ class AcpAgent:
         return wire(result)
 
     def _session_capabilities(self) -> SessionCapabilities:
-        """Listing, resuming, closing and deleting need the journal; extra directories do not."""
+        """Listing, resuming, closing and deleting need the journal; extra directories do not.
+        With `--unstable`, forking (from the journal) and a client's system prompt, where we can."""
+        unstable = self.options.unstable
+        prompts = SystemPromptCapabilities(SystemPromptModes(override=Offered()))
+        system_prompt = prompts if unstable and self.capabilities.system_prompt else None
         if self.journal is None:
-            return SessionCapabilities(additional_directories=Offered())
+            return SessionCapabilities(additional_directories=Offered(), system_prompt=system_prompt)
         return SessionCapabilities(
-            list_=Offered(), resume=Offered(), close=Offered(), delete=Offered(), additional_directories=Offered()
+            list_=Offered(),
+            resume=Offered(),
+            close=Offered(),
+            delete=Offered(),
+            additional_directories=Offered(),
+            fork=Offered() if unstable and self.capabilities.fork else None,
+            system_prompt=system_prompt,
         )
+
+    def _system_prompt(self, params: dict[str, Any]) -> SystemPrompt | None:
+        """The request's `systemPrompt`, when we offered it (else ignored, as a stable server does)."""
+        if not (self.options.unstable and self.capabilities.system_prompt):
+            return None
+        return system_prompt_param(params, override=True)
 
     async def handle_authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         """An agent below us that asked for authentication runs it; for ours there is none."""
@@ -253,6 +275,7 @@ class AcpAgent:
     async def handle_session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         request = new_session_params(params)
         self._check_mcp_transports(request.mcp_servers)
+        system_prompt = self._system_prompt(params)
         if self.client.terminal_auth and (reason := await anyio.to_thread.run_sync(auth_needed, self.adapter)):
             raise RpcError(AUTH_REQUIRED, reason)  # the editor offers our terminal auth method (setup)
         session = await self.sessions.create(
@@ -260,6 +283,9 @@ class AcpAgent:
             mcp_servers=request.mcp_servers,
             additional_directories=request.additional_directories or (),
         )
+        if system_prompt is not None:
+            session.config = with_system_prompt(session.config, system_prompt)
+            await self.sessions.save(session, config=dict(session.config))
         try:
             await self.controls.offer(session, await self._ready(session))
         except RpcError:
@@ -346,14 +372,14 @@ class AcpAgent:
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """Replay the whole conversation, then answer (modes and config options): history comes first."""
-        session = await self._reattach(load_session_params(params))
+        session = await self._reattach(load_session_params(params), self._system_prompt(params))
         assert self.journal is not None
         await self.replay(session)
         return self._reopened(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         """What load sends but the history: the answer (modes and config options), then the commands."""
-        return self._reopened(await self._reattach(load_session_params(params)))
+        return self._reopened(await self._reattach(load_session_params(params), self._system_prompt(params)))
 
     async def replay(self, session: Session, *, run_id: str | None = None, seen: dict[str, int] | None = None) -> None:
         """Send the session's history (or only its run `run_id`) as updates, a run cut off ending
@@ -376,9 +402,10 @@ class AcpAgent:
         self._open(session)
         return self._session_state(session)
 
-    async def _reattach(self, request: LoadSessionRequest) -> Session:
-        """The stored session for load and resume, with the client's MCP servers; its cwd must
-        be the one the session was created with (the same directory, however it is spelled)."""
+    async def _reattach(self, request: LoadSessionRequest, system_prompt: SystemPrompt | None = None) -> Session:
+        """The stored session for load and resume, with the client's MCP servers (and system
+        prompt: it replaces the stored one); its cwd must be the one the session was created
+        with (the same directory, however it is spelled)."""
         self._check_mcp_transports(request.mcp_servers)
         session = await self.sessions.get(request.session_id, mcp_servers=request.mcp_servers)
         if request.cwd != session.cwd and redact_text(request.cwd) == session.cwd:
@@ -390,8 +417,36 @@ class AcpAgent:
         if directories != session.additional_directories:  # the request's list is the whole new list
             session.additional_directories = directories
             await self.sessions.save(session, additional_dirs=directories)
+        if system_prompt is not None:
+            session.config = with_system_prompt(session.config, system_prompt)
+            await self.sessions.save(session, config=dict(session.config))
         await self.controls.offer(session, await self._ready(session))
         return session
+
+    async def handle_session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Unstable: a new session whose history is the parent's up to its last finished turn
+        (a turn still running is not part of it), replayable with session/load; the parent is
+        left as it was. Built from the journal (docs/protocol.md)."""
+        request = fork_params(params)
+        self._check_mcp_transports(request.mcp_servers)
+        system_prompt = self._system_prompt(params)
+        parent = await self.sessions.get(request.session_id)
+        session = await self.sessions.fork(
+            parent,
+            cwd=request.cwd,
+            mcp_servers=request.mcp_servers,
+            additional_directories=request.additional_directories or (),
+            config=with_system_prompt(parent.config, system_prompt),
+        )
+        await self.controls.offer(session, await self._ready(session))
+        self._announce_commands(session)
+        self._open(session)
+        result = NewSessionResult(
+            session_id=session.id,
+            modes=modes_state(session.mode, session.controls),
+            config_options=self._options(session),
+        )
+        return wire(result)
 
     async def handle_session_list(self, params: dict[str, Any]) -> dict[str, Any]:
         from acp_server.protocol.models import ListSessionsParams, parse

@@ -76,6 +76,40 @@ class SessionStore:
         self._live[session.id] = session
         return session
 
+    async def fork(
+        self,
+        parent: Session,
+        *,
+        cwd: str,
+        mcp_servers: tuple[dict[str, Any], ...],
+        additional_directories: tuple[str, ...],
+        config: dict[str, Any],
+    ) -> Session:
+        """A new session whose journal holds copies of `parent`'s finished runs (journal.fork):
+        its history is the parent's up to the last finished turn. Mode, settings and title come
+        along; "always" answers do not (a fork asks again)."""
+        assert self.journal is not None  # session/fork is offered only with a journal
+        record = await self.journal.get_session(parent.id)
+        session = Session(
+            f"sess_{os.urandom(16).hex()}", cwd, additional_directories, mcp_servers, parent.mode, config, history=None
+        )
+        session.title = parent.title
+        await self.journal.fork_session(
+            parent.id,
+            SessionRecord(
+                id=session.id,
+                cwd=cwd,
+                title=parent.title,
+                adapter=record.adapter if record else self._adapter_name,
+                mode=parent.mode,
+                config=config,
+                additional_dirs=additional_directories,
+                launch=record.launch if record else self._launch,
+            ),
+        )
+        self._live[session.id] = session
+        return session
+
     def live(self, session_id: str) -> Session | None:
         return self._live.get(session_id)
 
