@@ -390,7 +390,10 @@ class AcpAgent:
         assert self.journal is not None
         await self.journal.recover_runs(session.id)
         rich = haui_on(session.config, self.options.haui)  # the session's switch as it is now (docs/haui.md)
-        history = History(self.journal, self.peer, session.id, rich=rich, seen={} if seen is None else seen)
+        plans = self.options.unstable and self.client.plan
+        history = History(
+            self.journal, self.peer, session.id, rich=rich, seen={} if seen is None else seen, plans=plans
+        )
         if run_id is None:
             await history.send()
         elif (run := await self.journal.get_run(run_id)) is not None and run.session_id == session.id:

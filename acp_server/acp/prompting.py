@@ -312,7 +312,7 @@ class Prompts:
             if isinstance(event, TitleChanged):
                 await self.journal.update_session(envelope.session_id, title=event.title)
         for shown in reply.shown(event):
-            for update in live_updates(shown, ids):
+            for update in live_updates(shown, ids, plans=self.options.unstable and self._client().plan):
                 await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})
         if self._echo is not None:
             for update in echoed_updates(envelope):

@@ -25,6 +25,7 @@ from acp_server.protocol import methods
 from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RequestTimeoutError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.turns.client import ClientCapabilities
+from acp_server.turns.mapping import PLAN_OPERATIONS, stable_plan
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,22 @@ current_prompter: contextvars.ContextVar[Peer | None] = contextvars.ContextVar("
 SHARED_ASKS = frozenset({methods.REQUEST_PERMISSION, methods.ELICITATION_CREATE})
 
 Held = tuple[Cursor | None, str, dict[str, Any]]
+
+
+def _plan_operation(params: dict[str, Any]) -> dict[str, Any] | None:
+    """`params` when its update is a plan operation (ACP unstable), which a connection that did
+    not opt in is shown in stable form; else None (the common case: sent to all alike)."""
+    update = params.get("update")
+    if isinstance(update, dict) and update.get("sessionUpdate") in PLAN_OPERATIONS:  # pyright: ignore[reportUnknownMemberType]
+        return params
+    return None
+
+
+def _as_seen_by(client: Client, params: dict[str, Any]) -> dict[str, Any] | None:
+    if client.capabilities().plan:
+        return params
+    update = stable_plan(params["update"])
+    return None if update is None else {**params, "update": update}
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,14 +182,16 @@ class Routes(Peer):
         if not isinstance(session_id, str):
             return
         cursor = current_cursor.get()
+        planned = _plan_operation(params)
         for peer, member in list(self._members.get(session_id, {}).items()):
-            if peer is skip:
+            shown = params if planned is None else _as_seen_by(member.client, planned)
+            if peer is skip or shown is None:
                 continue
             if member.buffer is not None:
-                member.buffer.append((cursor, method, params))
+                member.buffer.append((cursor, method, shown))
                 continue
             try:
-                await peer.notify(method, params)
+                await peer.notify(method, shown)
             except PeerClosedError:
                 log.info("an update for session %s met a closing connection", session_id)
 
