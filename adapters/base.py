@@ -21,6 +21,7 @@ from adapters.events import (
     ToolKind,
     ToolLocation,
     ToolStatus,
+    TranscriptSaved,
 )
 
 
@@ -363,10 +364,12 @@ class AdapterCapabilities:
     cancel_latency: float = 1.0  # seconds within which a cancelled turn stops
     auth_methods: tuple[AuthMethod, ...] = ()
     logout: bool = False  # the adapter has `logout()`, which ends what `authenticate` began
-    # A fork of the session's journal is a fork of the session: the agent keeps nothing of it
-    # elsewhere (an agent below keeps its own session, so it says False).
+    # session/fork may be offered: a copy of the session's journal is a fork of it (the agent
+    # keeps nothing elsewhere, or forks what it keeps in `fork_session`); an agent below that
+    # cannot fork its own session says False.
     fork: bool = True
-    system_prompt: bool = False  # the agent honours `TurnInput.system_prompt`, append and override
+    system_prompt: bool = False  # the agent honours `TurnInput.system_prompt` in append mode
+    system_prompt_override: bool = False  # and in override mode
 
 
 class RuntimeAdapter(Protocol):
@@ -396,6 +399,18 @@ def auth_needed(adapter: RuntimeAdapter) -> str | None:
     hook = getattr(adapter, "auth_needed", None)
     reason = hook() if callable(hook) else None
     return reason if isinstance(reason, str) and reason else None
+
+
+def fork_session(adapter: RuntimeAdapter, parent_id: str, ready: TurnInput) -> TranscriptSaved | None:
+    """Let an agent that keeps its sessions itself fork `parent_id`'s for the new session `ready`
+    describes (with the parent's history and transcript); what it returns is kept as the fork's
+    transcript (an agent below: its fork's id). Adapters opt in by defining
+    `fork_session(parent_id, ready)`; without it the journal's copy is the whole fork."""
+    hook = getattr(adapter, "fork_session", None)
+    if not callable(hook):
+        return None
+    saved = hook(parent_id, ready)
+    return saved if isinstance(saved, TranscriptSaved) else None
 
 
 def close_session(adapter: RuntimeAdapter, session_id: str) -> None:

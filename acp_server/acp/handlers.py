@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -30,8 +30,8 @@ from acp_server.acp.options import (
     modes_state,
 )
 from acp_server.acp.prompting import AgentOptions, Echo, Prompts
-from acp_server.acp.sessions import Session, SessionStore
-from acp_server.acp.unstable import fork_params, system_prompt_param, with_system_prompt
+from acp_server.acp.sessions import Session, SessionStore, new_session_id
+from acp_server.acp.unstable import SYSTEM_PROMPT, fork_params, from_stored, system_prompt_param, with_system_prompt
 from acp_server.protocol import methods
 from acp_server.protocol.opening import (
     LoadSessionRequest,
@@ -82,6 +82,7 @@ from adapters.base import (
     TurnInput,
     auth_needed,
     close_session,
+    fork_session,
     open_session,
 )
 from adapters.base import AuthMethod as AdapterAuthMethod
@@ -96,6 +97,7 @@ SEQUENTIAL = frozenset({methods.INITIALIZE})  # handled in read order, so nothin
 CLOSE_HOOKS_BUDGET = 0.5  # seconds of a shutdown the adapter's close_session hooks may take
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+T = TypeVar("T")
 
 
 class AcpAgent:
@@ -221,8 +223,8 @@ class AcpAgent:
         """Listing, resuming, closing and deleting need the journal; extra directories do not.
         With `--unstable`, forking (from the journal) and a client's system prompt, where we can."""
         unstable = self.options.unstable
-        prompts = SystemPromptCapabilities(SystemPromptModes(override=Offered()))
-        system_prompt = prompts if unstable and self.capabilities.system_prompt else None
+        modes = SystemPromptModes(override=Offered()) if self.capabilities.system_prompt_override else None
+        system_prompt = SystemPromptCapabilities(modes) if unstable and self.capabilities.system_prompt else None
         if self.journal is None:
             return SessionCapabilities(additional_directories=Offered(), system_prompt=system_prompt)
         return SessionCapabilities(
@@ -239,7 +241,7 @@ class AcpAgent:
         """The request's `systemPrompt`, when we offered it (else ignored, as a stable server does)."""
         if not (self.options.unstable and self.capabilities.system_prompt):
             return None
-        return system_prompt_param(params, override=True)
+        return system_prompt_param(params, override=self.capabilities.system_prompt_override)
 
     async def handle_authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         """An agent below us that asked for authentication runs it; for ours there is none."""
@@ -434,12 +436,28 @@ class AcpAgent:
         self._check_mcp_transports(request.mcp_servers)
         system_prompt = self._system_prompt(params)
         parent = await self.sessions.get(request.session_id)
+        config = with_system_prompt(parent.config, system_prompt)
+        history = await self.sessions.history(parent)
+        directories = request.additional_directories or ()
+        ready = TurnInput(
+            new_session_id(),
+            request.cwd,
+            (),
+            tuple(history.messages),
+            mcp_servers=request.mcp_servers,
+            additional_directories=directories,
+            transcript=history.transcript(),
+            system_prompt=from_stored(config.get(SYSTEM_PROMPT)),
+        )
+        saved = await _agent_call(fork_session, self.adapter, parent.id, ready)  # an agent below forks its own
         session = await self.sessions.fork(
             parent,
+            ready.session_id,
             cwd=request.cwd,
             mcp_servers=request.mcp_servers,
-            additional_directories=request.additional_directories or (),
-            config=with_system_prompt(parent.config, system_prompt),
+            additional_directories=directories,
+            config=config,
+            transcript=saved,
         )
         await self.controls.offer(session, await self._ready(session))
         self._announce_commands(session)
@@ -509,6 +527,7 @@ class AcpAgent:
             mcp_servers=session.mcp_servers,
             additional_directories=session.additional_directories,
             notes=self.controls.notes(self.prompts.notes(session.id), session.id),
+            system_prompt=from_stored(session.config.get(SYSTEM_PROMPT)),
         )
 
     def _open(self, session: Session) -> None:
@@ -601,10 +620,10 @@ def _auth_method(method: AdapterAuthMethod) -> AuthMethod:
     )
 
 
-async def _agent_call(hook: Callable[..., object], *args: object) -> None:
+async def _agent_call(hook: Callable[..., T], *args: object) -> T:
     """`hook` in a worker thread, its failure as the editor is told it (auth_required as such)."""
     try:
-        await anyio.to_thread.run_sync(hook, *args)
+        return await anyio.to_thread.run_sync(hook, *args)
     except AuthRequired as exc:
         raise RpcError(AUTH_REQUIRED, str(exc)) from None
     except AgentError as exc:

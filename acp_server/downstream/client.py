@@ -78,6 +78,9 @@ class AgentInfo:
     mcp_sse: bool
     logout: bool = False
     auth_methods: tuple[Json, ...] = field(default=())
+    fork: bool = False  # session/fork (ACP unstable), offered on with --unstable
+    system_prompt: bool = False  # systemPrompt in append mode (ACP unstable)
+    system_prompt_override: bool = False
 
     @classmethod
     def from_wire(cls, result: Any) -> AgentInfo:
@@ -101,6 +104,11 @@ class AgentInfo:
             mcp_sse=mcp.get("sse") is True,
             logout=isinstance(_object(caps.get("auth")).get("logout"), dict),
             auth_methods=tuple(m for m in auth if m),
+            fork=isinstance(sessions.get("fork"), dict),
+            system_prompt=isinstance(sessions.get("systemPrompt"), dict),
+            system_prompt_override=isinstance(
+                _object(_object(sessions.get("systemPrompt")).get("mode")).get("override"), dict
+            ),
         )
 
 

@@ -78,6 +78,7 @@ class OpenAIAdapter:
             mcp_http=mcp_available(),
             auth_methods=(SETUP_METHOD,),
             system_prompt=True,
+            system_prompt_override=True,
         )
 
     def auth_needed(self) -> str | None:
