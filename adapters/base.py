@@ -191,7 +191,9 @@ class Sink(Protocol):
         named the call, its title, kind and input stay as they were decided on."""
         ...
 
-    def plan(self, entries: Sequence[PlanEntry]) -> None: ...
+    def plan(self, entries: Sequence[PlanEntry], *, plan_id: str | None = None) -> None:
+        """The plan, whole (no entries: gone); `plan_id` names one of several (an agent below's)."""
+        ...
 
     def usage(
         self,
@@ -399,6 +401,15 @@ def auth_needed(adapter: RuntimeAdapter) -> str | None:
     hook = getattr(adapter, "auth_needed", None)
     reason = hook() if callable(hook) else None
     return reason if isinstance(reason, str) and reason else None
+
+
+def speak_unstable(adapter: RuntimeAdapter) -> None:
+    """Tell the adapter, before it is asked its capabilities, that the server speaks the parts
+    of ACP that are still unstable (`--unstable`): an agent below is then offered the ones it
+    may send (plan operations). Adapters opt in by defining `speak_unstable()`."""
+    hook = getattr(adapter, "speak_unstable", None)
+    if callable(hook):
+        hook()
 
 
 def fork_session(adapter: RuntimeAdapter, parent_id: str, ready: TurnInput) -> TranscriptSaved | None:

@@ -235,8 +235,8 @@ class RecordingSink:
                     tool, tool_kind=kind or tool.tool_kind, raw_input=tool.raw_input if raw_input is None else raw_input
                 )
 
-    def plan(self, entries: Sequence[PlanEntry]) -> None:
-        self._report("plan", PlanUpdated(tuple(entries)))
+    def plan(self, entries: Sequence[PlanEntry], *, plan_id: str | None = None) -> None:
+        self._report("plan", PlanUpdated(tuple(entries), plan_id))
 
     def usage(
         self,

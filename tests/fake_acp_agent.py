@@ -220,6 +220,8 @@ class Agent:
         self.notify(sid, said | ({"messageId": f"their-{len(self.sessions.get(sid, []))}"} if self.args.v1 else {}))
         if self.args.v1:
             self.newest_v1(sid)
+        if text == "plan":
+            self.plans(sid)
         if text.startswith(("fs/read_text_file ", "fs/write_text_file ")):
             self.files(sid, text)
         elif "ask" in text:
@@ -274,6 +276,20 @@ class Agent:
         self.sessions.setdefault(sid, []).append(text)
         self.save()
         self.send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
+
+    def plans(self, sid: str) -> None:
+        """A plan made and dropped: as plan operations to a client that takes them (ACP unstable),
+        else as stable `plan`s."""
+        entries = [{"content": "Look", "status": "in_progress", "priority": "high"}]
+        if "plan" not in self.client_capabilities:
+            self.notify(sid, {"sessionUpdate": "plan", "entries": entries})
+            self.notify(sid, {"sessionUpdate": "plan", "entries": []})
+            return
+        plan = {"type": "items", "planId": "their-plan", "entries": entries}
+        self.notify(sid, {"sessionUpdate": "plan_update", "plan": plan})
+        markdown = {"type": "markdown", "planId": "their-notes", "content": "# Notes"}
+        self.notify(sid, {"sessionUpdate": "plan_update", "plan": markdown})
+        self.notify(sid, {"sessionUpdate": "plan_removed", "planId": "their-plan"})
 
     def newest_v1(self, sid: str) -> None:
         """ACP v1's newest stable fields, as an agent that has them sends them (`--v1`)."""

@@ -6,6 +6,7 @@ fork. A client's `systemPrompt` reaches an agent that offers it, in the modes it
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -123,3 +124,68 @@ async def test_a_system_prompt_reaches_an_agent_below_that_offers_it_and_only_in
     assert said(editor, sid) == ["You said hi; I remember nothing. I was told to append: be brief."]
     assert said(editor, child) == ["You said again; I remember hi. I was told to append: be verbose."]
     assert refused.value.code == INVALID_PARAMS
+
+
+THEIR_ENTRIES = [{"content": "Look", "status": "in_progress", "priority": "high"}]
+PLAN_KINDS = ("plan", "plan_update", "plan_removed")
+
+
+def plans(editor: FakeEditor, session_id: str) -> list[dict[str, Any]]:
+    return [u for u in editor.updates[session_id] if u["sessionUpdate"] in PLAN_KINDS]
+
+
+@pytest.mark.parametrize(
+    ("unstable", "capabilities", "offered", "shown"),
+    [
+        (
+            True,
+            {"plan": {}},
+            True,
+            [
+                {
+                    "sessionUpdate": "plan_update",
+                    "plan": {"type": "items", "planId": "their-plan", "entries": THEIR_ENTRIES},
+                },
+                {"sessionUpdate": "plan_removed", "planId": "their-plan"},
+            ],
+        ),
+        (
+            True,
+            {},
+            True,
+            [{"sessionUpdate": "plan", "entries": THEIR_ENTRIES}, {"sessionUpdate": "plan", "entries": []}],
+        ),
+        (
+            False,
+            {"plan": {}},
+            False,
+            [{"sessionUpdate": "plan", "entries": THEIR_ENTRIES}, {"sessionUpdate": "plan", "entries": []}],
+        ),
+    ],
+)
+async def test_an_agent_belows_plan_operations_reach_an_editor_in_the_form_it_asked_for(
+    tmp_path, runtimes, unstable, capabilities, offered, shown
+):
+    calls = tmp_path / "calls.jsonl"
+    argv = fake(tmp_path, "--calls", str(calls))
+    db = tmp_path / "journal.db"
+    runtime = runtimes.make(argv)
+    async with (
+        await Journal.open(db) as journal,
+        running(AcpAgent(runtime, AgentOptions(unstable=unstable), journal=journal)) as editor,
+    ):
+        await editor.initialize(capabilities)
+        sid = await editor.new_session(tmp_path)
+        await editor.prompt(sid, "plan")
+    initialize = next(json.loads(line) for line in calls.read_text().splitlines() if '"initialize"' in line)
+    assert ("plan" in initialize["params"]["clientCapabilities"]) is offered
+    assert plans(editor, sid) == shown
+    runtimes.close()
+
+    async with (
+        await Journal.open(db) as journal,
+        running(AcpAgent(runtimes.make(argv), AgentOptions(unstable=unstable), journal=journal)) as again,
+    ):
+        await again.initialize(capabilities)
+        await again.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+    assert plans(again, sid) == shown

@@ -84,6 +84,7 @@ from adapters.base import (
     close_session,
     fork_session,
     open_session,
+    speak_unstable,
 )
 from adapters.base import AuthMethod as AdapterAuthMethod
 from journal.errors import JournalError
@@ -120,6 +121,8 @@ class AcpAgent:
     ) -> None:
         self.adapter = adapter
         self.options = options or AgentOptions()
+        if self.options.unstable:
+            speak_unstable(adapter)  # before its capabilities: an agent below is offered them at start
         self.capabilities: AdapterCapabilities = adapter.capabilities()
         self.journal = journal
         # A runner shares `sessions` between its connections, and turns talk through `outbound`

@@ -74,8 +74,9 @@ def saved_session(transcript: Transcript | None, agent: str) -> str | None:
 class Downstream:
     """The agent process and acp-server's sessions at it; every method runs on the loop."""
 
-    def __init__(self, command: AgentCommand, tasks: TaskGroup) -> None:
+    def __init__(self, command: AgentCommand, tasks: TaskGroup, *, unstable: bool = False) -> None:
         self.command = command
+        self.unstable = unstable
         self.quirks: AgentQuirks = quirks_for(command.argv)
         self._tasks = tasks
         self._client: AgentClient | None = None
@@ -118,7 +119,7 @@ class Downstream:
             process = await AgentProcess.start(await as_installed(argv))
         except OSError as exc:
             raise AgentError(self.command.failed(f"cannot start {argv[0]}: {exc.strerror or exc}")) from None
-        client = AgentClient(process, label=label)
+        client = AgentClient(process, label=label, unstable=self.unstable)
         self._generation += 1
         generation = self._generation
         try:

@@ -39,6 +39,8 @@ CLIENT_CAPABILITIES: dict[str, Any] = {
     # Passed on to an editor that advertised them, dropped for one that did not (`updates.apply`).
     "session": {"compaction": {}, "notices": {}},
 }
+# ACP unstable, offered with --unstable: plan operations, shown to an editor as it asked for them.
+UNSTABLE_CAPABILITIES: dict[str, Any] = {"plan": {}}
 # The agent's requests that a turn answers (session/update is a notification).
 ASKS = (
     methods.REQUEST_PERMISSION,
@@ -115,9 +117,10 @@ class AgentInfo:
 class AgentClient:
     """The connection to one agent process; `closed` is set once it has ended."""
 
-    def __init__(self, process: AgentProcess, *, label: str) -> None:
+    def __init__(self, process: AgentProcess, *, label: str, unstable: bool = False) -> None:
         self.process = process
         self.label = label
+        self.unstable = unstable  # ACP unstable parts offered too: plan operations (updates.apply)
         self.peer = Peer()
         self.routes: dict[str, Route] = {}
         self._early: dict[str, list[Json]] = {}  # updates of sessions not routed yet
@@ -138,7 +141,7 @@ class AgentClient:
         tasks.start_soon(self.process.log_stderr, self.label)
         params = {
             "protocolVersion": PROTOCOL_VERSION,
-            "clientCapabilities": CLIENT_CAPABILITIES,
+            "clientCapabilities": CLIENT_CAPABILITIES | UNSTABLE_CAPABILITIES if self.unstable else CLIENT_CAPABILITIES,
             "clientInfo": {"name": "acp-server", "version": acp_server.__version__},
         }
         self.info = AgentInfo.from_wire(await self.request(methods.INITIALIZE, params, timeout=INITIALIZE_TIMEOUT))

@@ -97,6 +97,7 @@ class AcpRuntime:
         self._downstream: Downstream | None = None
         self._capabilities: AdapterCapabilities | None = None
         self._sessions: dict[str, AgentSession] = {}
+        self._unstable = False  # offer the agent ACP's unstable parts we pass on (`speak_unstable`)
 
     # --- the loop and the agent --------------------------------------------------------------
 
@@ -104,7 +105,7 @@ class AcpRuntime:
         with self._lock:
             if self._loop is None or self._downstream is None:
                 self._loop = LoopThread(f"acp-agent-{self.name}")
-                self._downstream = Downstream(self.command, self._loop.tasks)
+                self._downstream = Downstream(self.command, self._loop.tasks, unstable=self._unstable)
                 atexit.register(self.close)
             return self._loop, self._downstream
 
@@ -226,6 +227,10 @@ class AcpRuntime:
     def set_session_option(self, session_id: str, option_id: str, value: str) -> SessionControls:
         _, downstream = self._agent()
         return self._call(downstream.set_option, self._known(session_id), option_id, value)
+
+    def speak_unstable(self) -> None:
+        """The agent, started after this, is told it may send plan operations (ACP unstable)."""
+        self._unstable = True
 
     def fork_session(self, parent_id: str, ready: TurnInput) -> TranscriptSaved | None:
         """The agent forks its own session of `parent_id` (session/fork) for `ready`'s; the fork's

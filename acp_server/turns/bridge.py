@@ -257,8 +257,8 @@ class ThreadSink:
             # journaled), so a crash can never hide a side effect that happened.
             self._ask(_published)
 
-    def plan(self, entries: Sequence[PlanEntry]) -> None:
-        self._push(PlanUpdated(tuple(entries)))
+    def plan(self, entries: Sequence[PlanEntry], *, plan_id: str | None = None) -> None:
+        self._push(PlanUpdated(tuple(entries), plan_id))
 
     def usage(
         self,
