@@ -143,3 +143,27 @@ async def test_without_the_switch_a_system_prompt_is_ignored_as_before(fake, tmp
     assert agent.journal is not None
     await agent.journal.close()
     assert EXTRA not in system_of(fake.chats[0])
+
+
+def test_hermes_takes_an_appended_system_prompt_in_its_requests_and_offers_no_override(tmp_path, monkeypatch):
+    pytest.importorskip("run_agent", reason="the hermes extra is not installed")
+    from hermes_home import hermes_model
+
+    from adapters.base import SystemPrompt
+    from adapters.hermes import HermesAdapter
+    from adapters.testing import run_turn
+
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    with hermes_model(tmp_path, monkeypatch) as model:
+        model.script(reply("Bonjour."), reply("Hi."))
+        adapter = HermesAdapter(warm=False)
+        caps = adapter.capabilities()
+        for prompt in (SystemPrompt(EXTRA), None):
+            run_turn(adapter, "hello", cwd=str(workspace), session_id="s1", timeout=30, system_prompt=prompt)
+        told, plain = (
+            "\n".join(m["content"] for m in body["messages"] if m["role"] == "system") for body in model.chats
+        )
+    assert (caps.system_prompt, caps.system_prompt_override) == (True, False)
+    assert EXTRA in told
+    assert EXTRA not in plain  # never stored: a turn without it is sent without it
