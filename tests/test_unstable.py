@@ -172,3 +172,26 @@ async def test_forking_an_unknown_session_is_resource_not_found_and_creates_noth
 def test_the_vendored_unstable_schema_has_session_fork():
     meta = json.loads((Path(__file__).parent.parent / "schema" / "meta.unstable.json").read_text())
     assert meta["agentMethods"]["session_fork"] == methods.SESSION_FORK
+
+
+def test_a_fork_in_the_runner_is_a_session_of_the_front_that_made_it_and_another_front_loads_it(tmp_path, monkeypatch):
+    from runner_fronts import Front, scripted_runner
+    from test_runner import load, read_until, updates
+
+    with scripted_runner(tmp_path, monkeypatch, SCRIPT) as options:
+        front = Front(*options, "--unstable", cwd=str(tmp_path))
+        parent = front.start_session(str(tmp_path))
+        front.call("session/prompt", {"sessionId": parent, "prompt": [{"type": "text", "text": "first"}]})
+        child = front.call("session/fork", {"sessionId": parent, "cwd": str(tmp_path), "mcpServers": []})["sessionId"]
+        asked = front.request("session/prompt", {"sessionId": child, "prompt": [{"type": "text", "text": "second"}]})
+        shown = read_until(front, lambda f: f.get("id") == asked and "method" not in f)
+        other = Front(*options, "--unstable", cwd=str(tmp_path))
+        other.initialize()
+        replayed, _ = load(other, child, str(tmp_path))
+        for each in (front, other):
+            each.close_stdin()
+            each.wait()
+    said = [u for u in updates(shown) if u["sessionUpdate"] == "agent_message_chunk"]
+    assert [u["content"]["text"] for u in said] == ["noted"]
+    users = [u["content"]["text"] for u in updates(replayed) if u["sessionUpdate"] == "user_message_chunk"]
+    assert users == ["first", "second"]
