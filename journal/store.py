@@ -26,6 +26,7 @@ from adapters.conversation import Conversation
 from adapters.events import Envelope
 from journal import cache, owners, replay, schema
 from journal.cache import CachedRun
+from journal.checkpoint import Checkpointer
 from journal.codec import encode_event
 from journal.durability import is_durable
 from journal.errors import JournalClosedError, JournalFileError, classified
@@ -97,7 +98,8 @@ class Journal:
     def __init__(self, path: Path, write: aiosqlite.Connection, read: aiosqlite.Connection) -> None:
         self.path = path
         self.recovered_runs: tuple[str, ...] = ()
-        self._write = WriteConnection(write, path)
+        self._checkpoints = Checkpointer(read)
+        self._write = WriteConnection(write, path, wrote=self._checkpoints.wrote)
         self._read = read
         self._committer = GroupCommitter(self._commit_batch)
         self._runs = OpenRuns(self._write)
@@ -112,7 +114,7 @@ class Journal:
         file = Path(path)
         with classified(file):
             private_database(file, own_dir=file.parent == default_path().parent)
-            write = await connect(file)
+            write = await connect(file, autocheckpoint=False)
             try:
                 read = await connect(file, readonly=True)
             except BaseException:
@@ -127,6 +129,7 @@ class Journal:
                 await write.close()
                 raise
         journal._committer.start()
+        journal._checkpoints.start()
         return journal
 
     async def _prepare(self) -> None:
@@ -156,6 +159,7 @@ class Journal:
         try:
             await self._committer.close()
             await self._runs.close()
+            await self._checkpoints.close()
         finally:
             await self._read.close()
             await self._write.close()
