@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 CANCEL_LATENCY = 1.0
 START_CHECK = 20.0  # seconds `start_check()` gives the agent to answer initialize (npx may fetch it first)
-HOLD = 0.001  # seconds between looks at a lagging sink while streamed text gathers (see `_serve`)
+HOLD = 0.002  # seconds between looks at a lagging sink while streamed text gathers (see `_serve`)
 TEXT_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 FORGOT_NOTICE = "The agent had lost its memory of this session's earlier turns: it starts afresh from here."
 
@@ -307,18 +307,20 @@ def _serve(
     (calls it allowed and left open are completed then, when `finish_allowed`).
 
     Streamed text is held only while the editor's side lags (the sink still has reports it has
-    not taken: a commit or a frame is under way): it gathers meanwhile, without waking this
-    thread for each chunk, and goes as one report once the sink has room, or anything else comes.
-    Each report costs the server a commit and a frame, whatever its size, so an agent that sends
-    its deltas one by one (Hermes) would otherwise cost that for every few characters; with
-    nothing in the way, text goes at once."""
+    not taken: a commit or a frame is under way): it gathers meanwhile without waking this
+    thread for each chunk, and goes once the sink has taken what it had, or anything else comes;
+    with nothing in the way, text goes at once. Each chunk is its own sink call: the thread
+    bridge merges them in its buffer and, counting them, publishes a stream faster than an
+    editor draws once a frame (merging here would hide the count, and cost a commit and a frame
+    for every few chunks)."""
     tools = ToolCalls(sink, roots=roots)
     waiting: list[Item] = []  # text chunks held while the sink lags
     while True:
-        waiting += inbox.get(HOLD if waiting else None)
-        if len(waiting) < INBOX_ITEMS and _all_text(waiting) and _lagging(sink):
-            continue
-        batch, waiting = merged(waiting), []
+        items = inbox.get(HOLD if waiting else None)
+        waiting += items
+        if len(waiting) < INBOX_ITEMS and _all_text(items) and _lagging(sink):
+            continue  # only the new items are looked at: a held run is text already
+        batch, waiting = waiting, []
         for item in batch:
             if isinstance(item, Update):
                 apply(item.update, sink, tools, editor)
@@ -346,31 +348,6 @@ def _lagging(sink: Sink) -> bool:
 async def _within(seconds: float, func: Callable[[], Awaitable[T]]) -> T:
     with anyio.fail_after(seconds):
         return await func()
-
-
-def merged(items: list[Item]) -> list[Item]:
-    """`items` with each run of consecutive text chunks of one kind (the agent's words, or its
-    thoughts) joined into one chunk: one report instead of one per streamed delta."""
-    out: list[Item] = []
-    run: tuple[str, Any, list[str]] | None = None  # kind, the agent's message id, texts
-    for item in items:
-        kind, text = _chunk_text(item)
-        message_id = item.update.get("messageId") if isinstance(item, Update) else None
-        if kind is not None and run is not None and run[0] == kind and run[1] == message_id:
-            run[2].append(text)
-            continue
-        if run is not None and len(run[2]) > 1:
-            out[-1] = _joined(run)
-        run = (kind, message_id, [text]) if kind is not None else None
-        out.append(item)
-    if run is not None and len(run[2]) > 1:
-        out[-1] = _joined(run)
-    return out
-
-
-def _joined(run: tuple[str, Any, list[str]]) -> Update:
-    update: dict[str, Any] = {"sessionUpdate": run[0], "content": {"type": "text", "text": "".join(run[2])}}
-    return Update(update if run[1] is None else update | {"messageId": run[1]})
 
 
 def _chunk_text(item: Item) -> tuple[str | None, str]:
