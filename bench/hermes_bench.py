@@ -19,7 +19,8 @@ Per subject, medians of the runs:
 The streaming figures come from the second turn, which loads nothing. "-": does not apply.
 
 `--pair [--before DIR]` measures only the streaming goal, paired: in each run Hermes alone, then
-`acp-server --agent hermes` (and the same from checkout DIR, run with DIR/.venv), each a fresh
+`acp-server --agent hermes` and the same from checkout DIR (run with DIR/.venv; the two swap
+places every other run), each a fresh
 process whose second turn is timed; it prints every run's deltas/s and its ratio to Hermes alone
 of the same run (goal: >= 0.95), then min / median / max of the ratios.
 
@@ -174,7 +175,8 @@ def pair(args: argparse.Namespace, workdir: str) -> None:
     for run in range(args.runs):
         base = alone("Hermes alone", workdir, args.deltas)["rate"]
         cells = [f"alone {base:,.0f}"]
-        for label, server in servers.items():
+        order = list(servers.items())
+        for label, server in order if run % 2 == 0 else reversed(order):  # neither always second
             journal = os.path.join(workdir, f"pair-{label}-{run}.db")
             rate = acp_cold([server, "--agent", "hermes", "--db", journal], label, workdir, args.deltas)["rate"]
             ratios[label].append(rate / base)
