@@ -50,12 +50,16 @@ class BenchError(Exception):
 
 
 def spawn(
-    command: Sequence[str], *, stderr: IO[bytes] | int | None = subprocess.DEVNULL, env: dict[str, str] | None = None
+    command: Sequence[str],
+    *,
+    stderr: IO[bytes] | int | None = subprocess.DEVNULL,
+    env: dict[str, str] | None = None,
+    cwd: Path = REPO,
 ) -> subprocess.Popen[bytes]:
     """Start a child with piped stdin/stdout, remembered so that it is killed when we exit."""
     proc = subprocess.Popen(
         list(command),
-        cwd=REPO,
+        cwd=cwd,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=stderr,
@@ -82,12 +86,14 @@ def stop(proc: subprocess.Popen[bytes], *, grace: float = 5.0) -> None:
 
 
 @contextlib.contextmanager
-def child(command: Sequence[str], label: str, logdir: str | Path) -> Iterator[subprocess.Popen[bytes]]:
+def child(
+    command: Sequence[str], label: str, logdir: str | Path, *, cwd: Path = REPO
+) -> Iterator[subprocess.Popen[bytes]]:
     """A child whose stderr goes to a file; a failed run's error message ends with its tail."""
     name = "".join(c if c.isalnum() else "-" for c in label)
     log_path = Path(logdir, f"{name}-{time.monotonic_ns()}.stderr")
     with open(log_path, "wb") as log:
-        proc = spawn(command, stderr=log)
+        proc = spawn(command, stderr=log, cwd=cwd)
         try:
             yield proc
         except BenchError as exc:

@@ -3,6 +3,7 @@ directly, each on the same fake of its model API on 127.0.0.1 (tests/agents.py l
 as tests/test_acp_runtime_real.py does; they are installed on first use, tests/agent_installs.py).
 
     .venv/bin/python bench/acp_runtime.py [--deltas 2000] [--runs 3] [--turns 5] [--agents claude,codex,...]
+                                          [--before /work/main]
 
 Each run starts both subjects side by side (fresh processes, agent homes of their own, a fresh
 journal for acp-server), opens a session on each, warms each with one turn, and then measures
@@ -14,6 +15,10 @@ characters as fast as the fake can send them. Per agent and subject, medians of 
   +first ms      first ms through acp-server minus direct (goal: <= 10)
   agent CPU      the agent's CPU seconds per 1,000 deltas (its whole process tree)
   server CPU     acp-server's own CPU seconds per 1,000 deltas
+  +end ms        prompt sent to its answer through acp-server, minus direct (goal: <= 17, a frame)
+  tail ms        the last text the editor gets to the prompt's answer
+With `--before DIR` a third subject, acp-server from another checkout (run with DIR/.venv), takes
+its turns in the same rotation, and its row follows (`agent (before)`): a paired before/after.
 A last line measures what acp-server adds to the first delta alone, with tests/fake_acp_agent.py
 (it answers every prompt at once): 35 prompts per run and subject.
 A benchmark, not a test: nothing is asserted about speed; only the text received is checked.
@@ -52,7 +57,7 @@ from bench._common import (  # noqa: E402
 
 TIMEOUT = 180.0  # seconds for a start or a turn
 GRACE = 5.0  # seconds a subject gets to exit after its stdin closed
-DIRECT, THROUGH = "direct", "acp-server"
+DIRECT, THROUGH, BEFORE = "direct", "acp-server", "before"
 Figures = dict[str, float]
 
 
@@ -64,15 +69,23 @@ class Subject:
     cwd: Path
 
 
-def subjects(launch: Launch, root: Path, run: int) -> list[Subject]:
-    """The agent alone and below acp-server, with the same environment (acp-server passes its
-    own down to the agent, so the agent sees the same either way)."""
+def subjects(launch: Launch, root: Path, run: int, before: Path | None = None) -> list[Subject]:
+    """The agent alone and below acp-server (and below `before`'s acp-server), with the same
+    environment (acp-server passes its own down to the agent, so the agent sees the same either way)."""
     env = launch.env | {"XDG_DATA_HOME": str(root / "data"), "XDG_CONFIG_HOME": str(root / "config")}
-    server = [PY, "-m", "acp_server", "--db", str(root / f"journal-{run}.db"), "--agent", "acp", "--"]
-    return [
+
+    def server(python: str, name: str) -> list[str]:
+        return [python, "-m", "acp_server", "--db", str(root / f"journal-{name}-{run}.db"), "--agent", "acp", "--"]
+
+    found = [
         Subject(DIRECT, list(launch.command), env, launch.cwd),
-        Subject(THROUGH, [*server, *launch.command], env, launch.cwd),
+        Subject(THROUGH, [*server(PY, THROUGH), *launch.command], env, launch.cwd),
     ]
+    if before is not None:
+        found.append(
+            Subject(BEFORE, [*server(str(before / ".venv/bin/python"), BEFORE), *launch.command], env, launch.cwd)
+        )
+    return found
 
 
 # --- process trees -------------------------------------------------------------------------
@@ -141,10 +154,13 @@ def turn(client: LineClient, session: str, deltas: int, through: bool) -> Figure
     """One prompt; its figures. The client's process is the agent (direct), or acp-server with
     the agent's tree below it (through)."""
     first: list[float] = []
+    last: list[float] = [0.0]
 
     def on_chunk(_line: bytes, message: dict[str, Any]) -> None:
-        if not first and message["params"]["update"]["content"].get("text"):
-            first.append(time.monotonic())
+        if message["params"]["update"]["content"].get("text"):
+            last[0] = time.monotonic()
+            if not first:
+                first.append(last[0])
 
     top = client.proc.pid
     tree_before, top_before = cpu_of(tree(top)), cpu_seconds(top)
@@ -157,7 +173,8 @@ def turn(client: LineClient, session: str, deltas: int, through: bool) -> Figure
     tree_after, top_after = cpu_of(tree(top)), cpu_seconds(top)
     if client.chars - chars != 3 * deltas or not first:
         raise BenchError(f"{client.label}: got {client.chars - chars} characters, expected {3 * deltas}")
-    figures = {"first": first[0] - sent, "rate": deltas / (ended - first[0])}
+    figures = {"first": first[0] - sent, "rate": deltas / (ended - first[0]), "turn": ended - sent}
+    figures["tail"] = ended - last[0]
     total = spent(tree_before, tree_after)
     if not through:  # the whole tree is the agent's
         return figures | {"agent_cpu": total * 1000 / deltas}
@@ -180,15 +197,17 @@ def measure(pair: list[Subject], logdir: Path, deltas: int, turns: int) -> dict[
     with contextlib.ExitStack() as stack:
         sessions = [(subject, *opened(subject, stack.enter_context(started(subject, logdir)))) for subject in pair]
         for subject, client, session in sessions:
-            turn(client, session, deltas, subject.name == THROUGH)  # the warm-up: lazy loading, routers, caches
+            turn(client, session, deltas, subject.name != DIRECT)  # the warm-up: lazy loading, routers, caches
         for index in range(turns):
             for subject, client, session in sessions if index % 2 == 0 else reversed(sessions):
-                found[subject.name].append(turn(client, session, deltas, subject.name == THROUGH))
+                found[subject.name].append(turn(client, session, deltas, subject.name != DIRECT))
     return found
 
 
-def bench_agent(agent: RealAgent, deltas: int, runs: int, turns: int) -> dict[str, list[Figures]]:
-    results: dict[str, list[Figures]] = {DIRECT: [], THROUGH: []}
+def bench_agent(
+    agent: RealAgent, deltas: int, runs: int, turns: int, before: Path | None = None
+) -> dict[str, list[Figures]]:
+    results: dict[str, list[Figures]] = {DIRECT: [], THROUGH: [], BEFORE: []}
     with tempfile.TemporaryDirectory(prefix=f"acp-runtime-{agent.name}-") as tmp, agent.endpoint() as fake:
         root = Path(tmp)
         # No delta equal to the one before it: fast-agent 0.10.48 drops such a delta (its text is lost).
@@ -199,7 +218,11 @@ def bench_agent(agent: RealAgent, deltas: int, runs: int, turns: int) -> dict[st
             # Each subject an agent home of its own: they run at the same time.
             direct = subjects(agent.launch(root / f"direct-{run}", fake.base_url), root / f"direct-{run}", run)[0]
             through = subjects(agent.launch(root / f"via-{run}", fake.base_url), root / f"via-{run}", run)[1]
-            for name, figures in measure([direct, through], root, deltas, turns).items():
+            pair = [direct, through]
+            if before is not None:
+                home = root / f"before-{run}"
+                pair.append(subjects(agent.launch(home, fake.base_url), home, run, before)[2])
+            for name, figures in measure(pair, root, deltas, turns).items():
                 results[name] += figures
     return results
 
@@ -266,12 +289,15 @@ HEADER = [
     "agent CPU direct",
     "agent CPU via",
     "server CPU",
+    "+end ms",
+    "tail ms",
 ]
 
 
 def row(name: str, direct: list[Figures], through: list[Figures]) -> list[str]:
     d_rate, t_rate = value(direct, "rate"), value(through, "rate")
     d_first, t_first = value(direct, "first"), value(through, "first")
+    d_turn, t_turn, t_tail = value(direct, "turn"), value(through, "turn"), value(through, "tail")
     return [
         name,
         fmt(None if d_first is None else d_first * 1000, ".1f"),
@@ -283,6 +309,8 @@ def row(name: str, direct: list[Figures], through: list[Figures]) -> list[str]:
         fmt(value(direct, "agent_cpu"), ".3f"),
         fmt(value(through, "agent_cpu"), ".3f"),
         fmt(value(through, "server_cpu"), ".3f"),
+        fmt(None if d_turn is None or t_turn is None else (t_turn - d_turn) * 1000, "+.1f"),
+        fmt(None if t_tail is None else t_tail * 1000, ".1f"),
     ]
 
 
@@ -292,6 +320,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--turns", type=int, default=5, help="measured turns per run")
     parser.add_argument("--agents", default=",".join(sorted(REAL_AGENTS)), help="comma-separated names")
+    parser.add_argument("--before", type=Path, help="another checkout (with .venv) to pair against")
+    parser.add_argument("--no-probe", action="store_true", help="skip the fake agent's first-text probe")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # the agents are ended on the way out
     print(f"{args.deltas} model deltas of 3 characters; median of {args.runs} runs x {args.turns} turns (after one)")
@@ -299,8 +329,16 @@ def main() -> None:
     print("| " + " | ".join(HEADER) + " |")
     print("|" + "---|" * len(HEADER), flush=True)
     for name in [name for name in args.agents.split(",") if name]:
-        results = bench_agent(REAL_AGENTS[name], args.deltas, args.runs, args.turns)
+        results = bench_agent(REAL_AGENTS[name], args.deltas, args.runs, args.turns, args.before)
         print("| " + " | ".join(row(name, results[DIRECT], results[THROUGH])) + " |", flush=True)
+        if args.before is not None:
+            print("| " + " | ".join(row(f"{name} (before)", results[DIRECT], results[BEFORE])) + " |", flush=True)
+        for label in (THROUGH, BEFORE):
+            rates = [t["rate"] / d["rate"] for t, d in zip(results[label], results[DIRECT], strict=False)]
+            if rates:
+                progress(f"{name} {label}: per-turn ratios {' '.join(f'{r:.2f}' for r in rates)}")
+    if args.no_probe:
+        return
     probed = probe(args.runs)
     direct, through = median(probed[DIRECT]), median(probed[THROUGH])
     assert direct is not None and through is not None

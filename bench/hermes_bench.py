@@ -18,6 +18,12 @@ Per subject, medians of the runs:
   CPU s/1k        the subject's CPU seconds per 1,000 deltas during that second turn
 The streaming figures come from the second turn, which loads nothing. "-": does not apply.
 
+`--pair [--before DIR]` measures only the streaming goal, paired: in each run Hermes alone, then
+`acp-server --agent hermes` and the same from checkout DIR (run with DIR/.venv; the two swap
+places every other run), each a fresh
+process whose second turn is timed; it prints every run's deltas/s and its ratio to Hermes alone
+of the same run (goal: >= 0.95), then min / median / max of the ratios.
+
 `hermes acp` needs `hermes-agent[acp]` (agent-client-protocol 0.9, older than the test extra's),
 so give it its own virtualenv: `python -m venv V && V/bin/pip install 'hermes-agent[acp]==0.19.0'`
 and pass `--hermes V/bin/hermes`.
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -159,6 +166,27 @@ def streaming(turn: Turn, deltas: int) -> Figures:
     return figures | ({} if turn.cpu is None else {"cpu": turn.cpu * 1000 / deltas})
 
 
+def pair(args: argparse.Namespace, workdir: str) -> None:
+    """Hermes alone and acp-server (and `--before`'s) in turn, run by run; ratios per run."""
+    servers = {"after" if args.before else "acp-server": str(BIN / "acp-server")}
+    if args.before:
+        servers["before"] = str(args.before / ".venv" / "bin" / "acp-server")
+    ratios: dict[str, list[float]] = {label: [] for label in servers}
+    for run in range(args.runs):
+        base = alone("Hermes alone", workdir, args.deltas)["rate"]
+        cells = [f"alone {base:,.0f}"]
+        order = list(servers.items())
+        for label, server in order if run % 2 == 0 else reversed(order):  # neither always second
+            journal = os.path.join(workdir, f"pair-{label}-{run}.db")
+            rate = acp_cold([server, "--agent", "hermes", "--db", journal], label, workdir, args.deltas)["rate"]
+            ratios[label].append(rate / base)
+            cells.append(f"{label} {rate:,.0f} ({rate / base:.2f})")
+        print(f"run {run + 1}: deltas/s " + ", ".join(cells), flush=True)
+    for label, values in ratios.items():
+        spread = f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
+        print(f"{label}: of Hermes alone, min / median / max over {len(values)} runs: {spread}")
+
+
 def cell(runs: list[Figures], key: str, spec: str, scale: float = 1.0) -> str:
     if not any(key in run for run in runs):
         return "-"
@@ -171,8 +199,17 @@ def main() -> None:
     parser.add_argument("--deltas", type=int, default=6000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--hermes", default=str(BIN / "hermes"), help="the hermes command (with the acp extra)")
+    parser.add_argument("--pair", action="store_true", help="only the streaming ratio to Hermes alone, per run")
+    parser.add_argument("--before", type=Path, help="with --pair: another checkout (with .venv) in the rotation")
     args = parser.parse_args()
     install_cleanup()
+    usage = {"prompt_tokens": 10, "completion_tokens": 5}
+    if args.pair:
+        with tempfile.TemporaryDirectory() as workdir, FakeOpenAI() as fake:
+            fake.responder = lambda body: reply("abc" * args.deltas, usage=usage)
+            CHILD_ENV["HERMES_HOME"] = str(make_home(Path(workdir), fake.base_url))
+            pair(args, workdir)
+        return
     ceiling = "Hermes alone (ceiling)"
     results: dict[str, list[Figures]] = {}
     with tempfile.TemporaryDirectory() as workdir, FakeOpenAI() as fake:

@@ -57,8 +57,11 @@ def database_files(file: Path) -> tuple[Path, Path, Path]:
     return file, file.with_name(file.name + "-wal"), file.with_name(file.name + "-shm")
 
 
-async def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> aiosqlite.Connection:
-    """A connection in autocommit mode (we issue BEGIN ourselves) with the journal's pragmas."""
+async def connect(
+    path: str | os.PathLike[str], *, readonly: bool = False, autocheckpoint: bool = True
+) -> aiosqlite.Connection:
+    """A connection in autocommit mode (we issue BEGIN ourselves) with the journal's pragmas;
+    without `autocheckpoint` its commits never checkpoint (journal/checkpoint.py does)."""
     conn = await aiosqlite.connect(os.fspath(path), isolation_level=None)
     try:
         # busy_timeout first: switching to WAL itself waits for other processes' locks.
@@ -69,6 +72,8 @@ async def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> ai
         else:
             await _enter_wal(conn)
             await conn.execute("PRAGMA synchronous = NORMAL")
+            if not autocheckpoint:
+                await conn.execute("PRAGMA wal_autocheckpoint = 0")
     except BaseException:
         await conn.close()
         raise
@@ -107,10 +112,11 @@ def is_lock_error(exc: BaseException) -> bool:
 class WriteConnection:
     """The journal's single write connection; every write transaction passes through here."""
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+    def __init__(self, conn: aiosqlite.Connection, path: Path, *, wrote: Callable[[int], None] | None = None) -> None:
         self.conn = conn
         self.path = path
         self._lock = asyncio.Lock()
+        self._wrote = wrote  # told the rows each transaction changed (the checkpointer counts them)
 
     async def transaction(self, body: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
         """Run `body` in `BEGIN IMMEDIATE ... COMMIT`; rolled back and re-run if the file is locked."""
@@ -123,8 +129,13 @@ class WriteConnection:
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
         async with self._lock:
-            with classified(self.path):
-                return await self._attempts(attempt)
+            changes = self.conn.total_changes
+            try:
+                with classified(self.path):
+                    return await self._attempts(attempt)
+            finally:
+                if self._wrote is not None:
+                    self._wrote(self.conn.total_changes - changes)
 
     async def _attempts(self, attempt: Callable[[], Awaitable[T]]) -> T:
         for n in range(_RETRIES):

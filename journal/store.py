@@ -26,6 +26,7 @@ from adapters.conversation import Conversation
 from adapters.events import Envelope, TranscriptSaved
 from journal import cache, owners, replay, schema
 from journal.cache import CachedRun
+from journal.checkpoint import Checkpointer
 from journal.codec import encode_event
 from journal.durability import is_durable
 from journal.errors import JournalClosedError, JournalFileError, classified
@@ -98,7 +99,8 @@ class Journal:
     def __init__(self, path: Path, write: aiosqlite.Connection, read: aiosqlite.Connection) -> None:
         self.path = path
         self.recovered_runs: tuple[str, ...] = ()
-        self._write = WriteConnection(write, path)
+        self._checkpoints = Checkpointer(read)
+        self._write = WriteConnection(write, path, wrote=self._checkpoints.wrote)
         self._read = read
         self._committer = GroupCommitter(self._commit_batch)
         self._runs = OpenRuns(self._write)
@@ -113,7 +115,7 @@ class Journal:
         file = Path(path)
         with classified(file):
             private_database(file, own_dir=file.parent == default_path().parent)
-            write = await connect(file)
+            write = await connect(file, autocheckpoint=False)
             try:
                 read = await connect(file, readonly=True)
             except BaseException:
@@ -128,6 +130,7 @@ class Journal:
                 await write.close()
                 raise
         journal._committer.start()
+        journal._checkpoints.start()
         return journal
 
     async def _prepare(self) -> None:
@@ -157,6 +160,7 @@ class Journal:
         try:
             await self._committer.close()
             await self._runs.close()
+            await self._checkpoints.close()
         finally:
             await self._read.close()
             await self._write.close()

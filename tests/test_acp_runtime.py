@@ -4,6 +4,8 @@ editor as our own updates; what it asks goes through our policy, then the editor
 
 from __future__ import annotations
 
+import threading
+
 import anyio
 import pytest
 from acp_child import Runtimes, child_argv
@@ -11,6 +13,8 @@ from harness import running
 
 from acp_server.acp.handlers import AcpAgent
 from acp_server.protocol import methods
+from adapters.events import TextDelta
+from adapters.testing import RecordingSink
 
 FS = {"fs": {"readTextFile": True, "writeTextFile": True}}
 SCENARIOS = [
@@ -215,32 +219,57 @@ async def test_an_agent_error_fails_the_prompt_with_its_message(agent, tmp_path)
         assert editor.text(sid) == "trying"
 
 
-def test_a_burst_of_streamed_chunks_is_reported_as_one_in_order():
-    from acp_server.downstream.link import Update
-    from acp_server.downstream.runtime import merged
+class LaggingSink(RecordingSink):
+    """A sink whose editor side lags until `caught_up()`; each look at its backlog is signalled."""
 
-    def chunk(kind: str, text: str) -> Update:
-        return Update({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+    def __init__(self) -> None:
+        super().__init__()
+        self.backlog = 1
+        self.looked = threading.Event()
 
-    image = Update({"sessionUpdate": "agent_message_chunk", "content": {"type": "image", "data": "", "mimeType": "x"}})
-    call = Update({"sessionUpdate": "tool_call", "toolCallId": "t", "title": "T"})
-    items = [
-        chunk("agent_message_chunk", "a"),
-        chunk("agent_message_chunk", "b"),
-        chunk("agent_thought_chunk", "t"),
-        chunk("agent_message_chunk", "c"),
-        call,
-        chunk("agent_message_chunk", "d"),
-        image,
-        chunk("agent_message_chunk", "e"),
-        chunk("agent_message_chunk", "f"),
-    ]
-    assert merged(items) == [
-        chunk("agent_message_chunk", "ab"),
-        chunk("agent_thought_chunk", "t"),
-        chunk("agent_message_chunk", "c"),
-        call,
-        chunk("agent_message_chunk", "d"),
-        image,
-        chunk("agent_message_chunk", "ef"),
-    ]
+    @property
+    def pending(self) -> int:
+        self.looked.set()
+        return self.backlog
+
+    def caught_up(self) -> None:
+        self.backlog = 0
+
+
+async def test_streamed_text_waits_only_while_the_editors_side_lags_then_goes_in_order():
+    from acp_server.downstream.link import Answered, Inbox, Update
+    from acp_server.downstream.runtime import _serve  # pyright: ignore[reportPrivateUsage]
+
+    def chunk(text: str) -> Update:
+        return Update({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+
+    async def looked_again() -> None:
+        for _ in range(2):  # the second look follows a take that began after the first
+            sink.looked.clear()
+            await anyio.to_thread.run_sync(sink.looked.wait, abandon_on_cancel=True)
+
+    inbox, sink = Inbox(), LaggingSink()
+    reasons: list[str] = []
+
+    async def serve() -> None:
+        reasons.append(await anyio.to_thread.run_sync(_serve, inbox, sink, abandon_on_cancel=True))
+
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(serve)
+                inbox.put_nowait(chunk("Hello "))
+                await looked_again()
+                inbox.put_nowait(chunk("world"))
+                await looked_again()
+                assert sink.events == ()  # the sink still lags: the text waits
+                sink.caught_up()
+                # Nothing else comes: the text goes by itself.
+                await anyio.to_thread.run_sync(sink.activity.wait, abandon_on_cancel=True)
+                inbox.put_nowait(Answered({"stopReason": "end_turn"}))
+    finally:  # nothing is left waiting: the worker, or a thread of ours
+        inbox.cancel()
+        sink.looked.set()
+        sink.activity.set()
+    assert reasons == ["end_turn"]
+    assert [e.event for e in sink.events] == [TextDelta("Hello "), TextDelta("world")]

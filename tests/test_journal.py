@@ -7,6 +7,7 @@ import base64
 import json
 import logging
 import os
+import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -52,6 +53,7 @@ from journal import (
     normalize_state,
     owners,
 )
+from journal.checkpoint import ROWS
 from journal.codec import EVENT_TYPES
 from journal.schema import SCHEMA_VERSION
 
@@ -300,6 +302,24 @@ async def test_a_durable_append_is_readable_from_another_connection_when_it_retu
             rows = conn.execute("SELECT seq, type, payload FROM events").fetchall()
 
     assert rows == [(0, "text", '{"text":"kept"}')]
+
+
+async def test_commits_never_stop_to_checkpoint_yet_the_pages_reach_the_database_file(db: Path, tmp_path: Path) -> None:
+    # A checkpoint copies and syncs pages (milliseconds): inside a commit, every streamed update
+    # waiting for that commit would wait as long. The journal checkpoints beside its commits.
+    async with await Journal.open(db) as journal:
+        setting = await journal._write.conn.execute_fetchall("PRAGMA wal_autocheckpoint")
+        await new_session(journal)
+        await journal.start_run(run_id="r1", session_id="s1")
+        for seq in range(200):  # three rows a commit: past the checkpointer's ROWS
+            await journal.append(Envelope("r1", "s1", seq, TextDelta("x")), durable=True)
+        await collect(journal, "s1")  # the read connection answers after the checkpoint queued on it
+        shutil.copy(db, tmp_path / "main-file-only.db")  # the database file without its WAL
+    with raw(tmp_path / "main-file-only.db") as conn:
+        (checkpointed,) = conn.execute("SELECT count(*) FROM events").fetchone()
+
+    assert [tuple(row) for row in setting] == [(0,)]
+    assert checkpointed >= ROWS // 3
 
 
 async def test_prompts_tool_starts_and_run_ends_are_durable_without_asking(db: Path) -> None:

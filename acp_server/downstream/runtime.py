@@ -15,7 +15,6 @@ import logging
 import shlex
 import shutil
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
@@ -25,7 +24,7 @@ from anyio.from_thread import BlockingPortal
 
 from acp_server.downstream import asks
 from acp_server.downstream.agent import FORMAT, AgentCommand, Downstream
-from acp_server.downstream.link import Answered, Ask, Cancelled, Inbox, Item, Update
+from acp_server.downstream.link import INBOX_ITEMS, Answered, Ask, Cancelled, Inbox, Item, Update
 from acp_server.downstream.login import offered, terminal_method
 from acp_server.downstream.quirks import as_installed
 from acp_server.downstream.sessions import AgentSession
@@ -48,7 +47,7 @@ log = logging.getLogger(__name__)
 
 CANCEL_LATENCY = 1.0
 START_CHECK = 20.0  # seconds `start_check()` gives the agent to answer initialize (npx may fetch it first)
-COALESCE = 0.005  # seconds: streamed text is reported at most this often (see `_serve`)
+HOLD = 0.002  # seconds between looks at a lagging sink while streamed text gathers (see `_serve`)
 TEXT_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 FORGOT_NOTICE = "The agent had lost its memory of this session's earlier turns: it starts afresh from here."
 
@@ -330,29 +329,25 @@ def _serve(
     """The turn in its worker thread: the link's items, in order, until the agent answers
     (calls it allowed and left open are completed then, when `finish_allowed`).
 
-    Streamed text is reported at most every COALESCE seconds: a chunk that comes sooner after
-    the last one reported waits (merged with the chunks after it) until that time has passed or
-    something else comes. Each report costs the server a journal commit and a frame, whatever
-    its size, and an agent that sends its deltas one by one (Hermes) would otherwise cost that
-    for every few characters; the first chunk of a turn, and any after a pause, go at once."""
+    Streamed text is held only while the editor's side lags (the sink still has reports it has
+    not taken: a commit or a frame is under way): it gathers meanwhile without waking this
+    thread for each chunk, and goes once the sink has taken what it had, or anything else comes;
+    with nothing in the way, text goes at once. Each chunk is its own sink call: the thread
+    bridge merges them in its buffer and, counting them, publishes a stream faster than an
+    editor draws once a frame (merging here would hide the count, and cost a commit and a frame
+    for every few chunks)."""
     tools = ToolCalls(sink, roots=roots)
     terminals = Terminals(sink, tools, roots=roots)
-    held: Update | None = None  # text waiting for its time
-    reported = -COALESCE  # when text was last reported (time.monotonic)
+    waiting: list[Item] = []  # text chunks held while the sink lags
     while True:
-        wait = None if held is None else max(0.0, reported + COALESCE - time.monotonic())
-        items = inbox.get(wait)
-        batch = merged([held, *items] if held is not None else items)
-        held = None
-        for index, item in enumerate(batch):
+        items = inbox.get(HOLD if waiting else None)
+        waiting += items
+        if len(waiting) < INBOX_ITEMS and _all_text(items) and _lagging(sink):
+            continue  # only the new items are looked at: a held run is text already
+        batch, waiting = waiting, []
+        for item in batch:
             if isinstance(item, Update):
-                kind, text = _chunk_text(item)
-                if kind is not None and index == len(batch) - 1 and items and time.monotonic() - reported < COALESCE:
-                    held = item
-                    continue
                 apply(item.update, sink, tools, editor)
-                if text:  # an empty chunk (Claude starts with one) shows nothing: the next goes at once
-                    reported = time.monotonic()
             elif isinstance(item, Ask):
                 _answer(item, sink, tools, terminals)
             elif isinstance(item, Cancelled):
@@ -364,34 +359,19 @@ def _serve(
                 return reason
 
 
+def _all_text(items: list[Item]) -> bool:
+    return all(_chunk_text(item)[0] is not None for item in items)
+
+
+def _lagging(sink: Sink) -> bool:
+    """Whether reports wait for the editor's side (the thread bridge's `pending`)."""
+    pending: object = getattr(sink, "pending", 0)
+    return isinstance(pending, int) and pending > 0
+
+
 async def _within(seconds: float, func: Callable[[], Awaitable[T]]) -> T:
     with anyio.fail_after(seconds):
         return await func()
-
-
-def merged(items: list[Item]) -> list[Item]:
-    """`items` with each run of consecutive text chunks of one kind (the agent's words, or its
-    thoughts) joined into one chunk: one report instead of one per streamed delta."""
-    out: list[Item] = []
-    run: tuple[str, Any, list[str]] | None = None  # kind, the agent's message id, texts
-    for item in items:
-        kind, text = _chunk_text(item)
-        message_id = item.update.get("messageId") if isinstance(item, Update) else None
-        if kind is not None and run is not None and run[0] == kind and run[1] == message_id:
-            run[2].append(text)
-            continue
-        if run is not None and len(run[2]) > 1:
-            out[-1] = _joined(run)
-        run = (kind, message_id, [text]) if kind is not None else None
-        out.append(item)
-    if run is not None and len(run[2]) > 1:
-        out[-1] = _joined(run)
-    return out
-
-
-def _joined(run: tuple[str, Any, list[str]]) -> Update:
-    update: dict[str, Any] = {"sessionUpdate": run[0], "content": {"type": "text", "text": "".join(run[2])}}
-    return Update(update if run[1] is None else update | {"messageId": run[1]})
 
 
 def _chunk_text(item: Item) -> tuple[str | None, str]:
