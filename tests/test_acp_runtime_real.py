@@ -75,6 +75,7 @@ class Server(StdioServer):
         self._next_id = 0
         self.permission_option = "allow_once"
         self.stderr = b""
+        self.unstable = "--unstable" in args
         threading.Thread(target=self._read_stdout, daemon=True).start()
         self._stderr_thread = threading.Thread(target=self._read_stderr, daemon=True)
         self._stderr_thread.start()
