@@ -6,15 +6,30 @@ connection gets is checked against the v1 schema, every frame a v2 one gets agai
 
 from __future__ import annotations
 
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+from pathlib import Path
 from typing import Any
 
+from fake_openai import reply
 from harness import FakeEditor, running
+from installs import CLIENTS, node_packages, unavailable
+from runner_fronts import Front, ended, runners, wait_until
+from schema_check import check_agent_frame
 from test_reattach import hub_serving
+from test_runner import is_permission, read_until, text
+from test_runner import updates as v1_updates
+from test_shared_remote import PREAMBLE, SDK, WRITE, _has_websocket, listen, served, token
 
 from acp_server.protocol import methods
 from acp_server.runner.fanout import FanOut
 
 PROMPT = {"type": "text", "text": "gate please"}
+__all__ = ["served"]  # the fixture: the openai agent on a fake model endpoint, in a runner of the test's own
 V2_INIT = {"protocolVersion": 2, "info": {"name": "v2-test", "version": "0"}, "capabilities": {}}
 
 
@@ -120,3 +135,104 @@ def test_the_fan_out_rewrites_an_update_once_for_every_v2_connection():
     ended = {"sessionUpdate": "session_info_update", "_meta": {"acp-server": {"turnEnded": {"stopReason": "error"}}}}
     sent = fan.notification(methods.SESSION_UPDATE, {"sessionId": "s", "update": ended})
     assert sent[-1][1]["update"]["state"] == "idle" and sent[-1][1]["update"]["error"]["code"] == -32603
+
+
+class V2Remote:
+    """tests/clients/v2-remote-client.mjs (the SDK's experimental/v2 client over its WebSocket
+    transport) running beside the test; every frame it received checked against the v2 schema."""
+
+    def __init__(self, url: str, key: str, cwd: Path, session_id: str, steps: list[dict[str, Any]]) -> None:
+        node = node_packages(SDK)
+        flags = [] if _has_websocket(node) else ["--experimental-websocket"]
+        if flags and not _has_websocket(node, *flags):
+            unavailable("this Node.js has no WebSocket (Node >= 20.10 is needed)", node=True)
+        config = {"url": url, "cwd": str(cwd), "sessionId": session_id, "steps": steps}
+        self.process = subprocess.Popen(
+            [node, *flags, str(CLIENTS / "v2-remote-client.mjs"), json.dumps(config)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "ACP_TOKEN": key},
+        )
+        self.steps: queue.Queue[str | None] = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+            if line.startswith("step "):
+                self.steps.put(line.split()[1])
+        self.steps.put(None)
+
+    def wait_step(self, step: str) -> None:
+        while (done := self.steps.get(timeout=60)) != step:
+            assert done is not None, f"the v2 client ended first: {''.join(self.stderr)}"
+
+    def summary(self) -> dict[str, Any]:
+        out, _ = self.process.communicate(timeout=90)
+        assert self.process.returncode == 0, "".join(self.stderr)
+        summary = json.loads(out)
+        assert summary["problems"] == [], summary["problems"]
+        for frame in summary["received"]:
+            answered = None if "method" in frame else summary["sent"].get(str(frame.get("id")))
+            check_agent_frame(frame, answered, version=2)
+        return summary
+
+
+def joined_text(shown: list[dict[str, Any]]) -> str:
+    return "".join(u["content"]["text"] for u in shown if u["sessionUpdate"] == "agent_message_chunk")
+
+
+def message_ids(shown: list[dict[str, Any]]) -> list[str]:
+    return sorted({u["messageId"] for u in shown if "messageId" in u})
+
+
+def test_a_v1_front_and_a_v2_websocket_client_share_a_turn_each_in_its_version_and_a_restart_replays_it(
+    tmp_path, served
+):
+    fake, options = served
+    fake.script(reply(PREAMBLE, tools=[WRITE]), reply("Done."), reply("Again."))
+    url = listen(options)
+    front = Front(*options, cwd=str(tmp_path))
+    session_id = front.start_session(str(tmp_path))
+    remote = V2Remote(url, token(), tmp_path, session_id, [{"do": "resume"}, {"do": "waitIdle"}])
+    remote.wait_step("resume")  # attached before the turn starts: it sees the turn live
+    asking = front.request("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "notes"}]})
+    at_front = read_until(front, is_permission)  # v1's copy of the question, left unanswered here
+    at_front += read_until(front, lambda f: f.get("method") == "$/cancel_request")  # the v2 client answered
+    v1_asked = next(f for f in at_front if is_permission(f))
+    assert at_front[-1]["params"] == {"requestId": v1_asked["id"]}  # v1's copy withdrawn: first answer wins
+    at_front += read_until(front, lambda f: f.get("id") == asking and "method" not in f)
+    assert at_front[-1]["result"] == {"stopReason": "end_turn"}  # v1: answered at the turn's end
+
+    live = remote.summary()
+    shown = live["updates"]
+    call_id = v1_asked["params"]["toolCall"]["toolCallId"]
+    asked = [f for f in live["received"] if f.get("method") == "session/request_permission"]
+    assert [f["params"]["subject"]["toolCall"]["toolCallId"] for f in asked] == [call_id]  # v2's shape, answered there
+    assert states(shown) == ["idle", "running", "requires_action", "running", "idle"]
+    assert shown[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+    assert "tool_call" not in kinds(shown)  # v2's upserts only
+    assert [u for u in shown if u["sessionUpdate"] == "tool_call_update"][-1]["status"] == "completed"
+    assert joined_text(shown) == text(at_front) == PREAMBLE + "Done."
+    assert "state_update" not in kinds(v1_updates(at_front))  # the front got v1 only (schema-checked as v1)
+    assert any(u.get("toolCallId") == call_id and u.get("status") == "completed" for u in v1_updates(at_front))
+    assert (tmp_path / "notes.md").read_text() == "shared notes\n"
+    front.close_stdin()
+    assert front.wait() == 0
+
+    [runner] = runners()
+    os.kill(runner["pid"], signal.SIGKILL)
+    wait_until(lambda: ended(runner["pid"]), what="the killed runner to die")
+    steps = [{"do": "resume", "replay": True}, {"do": "prompt", "text": "again"}]
+    again = V2Remote(listen(options), token(), tmp_path, session_id, steps).summary()
+    resumed, prompted = again["results"][1], again["results"][2]
+    replayed = again["updates"][
+        : next(i for i, u in enumerate(again["updates"]) if u["sessionUpdate"] == "state_update")
+    ]
+    assert joined_text(replayed) == PREAMBLE + "Done."
+    assert set(message_ids(shown)) <= set(message_ids(replayed))  # the ids shown live
+    assert "configOptions" in resumed["result"] and prompted["result"]["messageId"].endswith(":0")
+    assert joined_text(again["updates"]).endswith("Again.")
