@@ -27,6 +27,7 @@ from test_shared_remote import PREAMBLE, SDK, WRITE, _has_websocket, listen, ser
 
 from acp_server.protocol import methods
 from acp_server.runner.fanout import FanOut
+from acp_server.runner.tokens import READ_ONLY_REFUSED
 
 PROMPT = {"type": "text", "text": "gate please"}
 __all__ = ["served"]  # the fixture: the openai agent on a fake model endpoint, in a runner of the test's own
@@ -236,3 +237,21 @@ def test_a_v1_front_and_a_v2_websocket_client_share_a_turn_each_in_its_version_a
     assert set(message_ids(shown)) <= set(message_ids(replayed))  # the ids shown live
     assert "configOptions" in resumed["result"] and prompted["result"]["messageId"].endswith(":0")
     assert joined_text(again["updates"]).endswith("Again.")
+
+
+async def test_a_read_only_v2_watcher_is_never_asked_and_its_prompt_is_refused(tmp_path):
+    async with (
+        hub_serving(tmp_path) as hub,
+        running(hub.agent()) as v1,
+        running(hub.agent(read_only=True)) as watcher,
+    ):
+        await v1.initialize()
+        await v2_initialize(watcher)
+        sid = await v1.new_session(tmp_path)
+        await watcher.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        refused = await watcher.request_raw("session/prompt", {"sessionId": sid, "prompt": [PROMPT]})
+        assert refused["error"]["code"] == READ_ONLY_REFUSED and refused["error"]["data"] == {"readOnly": True}
+        assert await v1.prompt(sid, "gate") == {"stopReason": "end_turn"}  # the v1 editor answers
+        await watcher.wait_for(lambda: idle_after(watcher.updates[sid], "end_turn"))
+    assert watcher.server_requests == []  # never asked
+    assert states(watcher.updates[sid]) == ["idle", "running", "idle"]  # no requires_action: not asked
