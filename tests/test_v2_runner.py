@@ -142,12 +142,14 @@ class V2Remote:
     """tests/clients/v2-remote-client.mjs (the SDK's experimental/v2 client over its WebSocket
     transport) running beside the test; every frame it received checked against the v2 schema."""
 
-    def __init__(self, url: str, key: str, cwd: Path, session_id: str, steps: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, url: str, key: str, cwd: Path, session_id: str, steps: list[dict[str, Any]], transport: str = "ws"
+    ) -> None:
         node = node_packages(SDK)
         flags = [] if _has_websocket(node) else ["--experimental-websocket"]
         if flags and not _has_websocket(node, *flags):
             unavailable("this Node.js has no WebSocket (Node >= 20.10 is needed)", node=True)
-        config = {"url": url, "cwd": str(cwd), "sessionId": session_id, "steps": steps}
+        config = {"url": url, "transport": transport, "cwd": str(cwd), "sessionId": session_id, "steps": steps}
         self.process = subprocess.Popen(
             [node, *flags, str(CLIENTS / "v2-remote-client.mjs"), json.dumps(config)],
             stdout=subprocess.PIPE,
@@ -255,3 +257,27 @@ async def test_a_read_only_v2_watcher_is_never_asked_and_its_prompt_is_refused(t
         await watcher.wait_for(lambda: idle_after(watcher.updates[sid], "end_turn"))
     assert watcher.server_requests == []  # never asked
     assert states(watcher.updates[sid]) == ["idle", "running", "idle"]  # no requires_action: not asked
+
+
+def test_a_v2_client_over_streamable_http_resumes_a_v1_session_and_its_prompt_is_answered_at_acceptance(
+    tmp_path, served
+):
+    fake, options = served
+    fake.script(reply("First."), reply("Second."))
+    url = listen(options)
+    front = Front(*options, cwd=str(tmp_path))
+    session_id = front.start_session(str(tmp_path))
+    assert front.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "one"}]}) == {
+        "stopReason": "end_turn"
+    }
+    steps = [{"do": "resume", "replay": True}, {"do": "prompt", "text": "two"}]
+    summary = V2Remote(url, token(), tmp_path, session_id, steps, transport="http").summary()
+    resumed, prompted = summary["results"][1:]
+    assert "configOptions" in resumed["result"] and prompted["result"]["messageId"].endswith(":0")
+    shown = summary["updates"]
+    assert joined_text(shown) == "First.Second."
+    assert shown[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+    watched = read_until(front, lambda f: "turnEnded" in json.dumps(f))  # the v2 client's turn, at the v1 front
+    assert text(watched) == "Second." and "state_update" not in kinds(v1_updates(watched))  # in v1 (schema-checked)
+    front.close_stdin()
+    assert front.wait() == 0

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // An ACP v2 client on the official TypeScript SDK's `experimental/v2` API, connected to a runner's
-// `/acp` over WebSocket with the SDK's `experimental/ws-client` transport; used by
+// `/acp` over WebSocket (`experimental/ws-client`) or Streamable HTTP (`experimental/http-client`,
+// with "transport": "http"); used by
 // tests/test_v2_runner.py beside a v1 stdio front on the same session.
 //
 // Usage: node v2-remote-client.mjs CONFIG_JSON   (the token in ACP_TOKEN, never argv)
-// CONFIG = {"url": "http://127.0.0.1:PORT/acp", "cwd": "/abs", "sessionId": "sess_…", "steps": [STEP, ...]}
+// CONFIG = {"url": "http://127.0.0.1:PORT/acp", "transport": "ws" | "http", "cwd": "/abs", "sessionId": "sess_…", "steps": [STEP, ...]}
 // STEP = {"do": "resume", "replay": true|false}     session/resume of sessionId (replayFrom start or none)
 //      | {"do": "waitIdle"}                         until a turn that ran since the last step ends idle
 //      | {"do": "prompt", "text": "…"}              session/prompt (answered at acceptance), then until idle
@@ -15,6 +16,7 @@
 import { format } from "node:util";
 
 import * as acp from "@agentclientprotocol/sdk/experimental/v2";
+import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
 import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
 
 const problems = [];
@@ -26,9 +28,11 @@ process.on("unhandledRejection", (reason) => problems.push({ kind: "unhandledRej
 const config = JSON.parse(process.argv[2]);
 const timeoutMs = config.timeoutMs ?? 60000;
 const sessionId = config.sessionId;
-const base = createWebSocketStream(config.url.replace(/^http/, "ws"), {
-  protocols: ["acp", `acp.bearer.${process.env.ACP_TOKEN ?? ""}`],
-});
+const bearer = process.env.ACP_TOKEN ?? "";
+const base =
+  config.transport === "http"
+    ? createHttpStream(config.url, { headers: { Authorization: `Bearer ${bearer}` } })
+    : createWebSocketStream(config.url.replace(/^http/, "ws"), { protocols: ["acp", `acp.bearer.${bearer}`] });
 
 const received = [];
 const sent = {};
