@@ -48,7 +48,10 @@ def states(updates: list[dict[str, Any]]) -> list[str]:
 
 
 def idle_after(updates: list[dict[str, Any]], reason: str) -> bool:
-    return any(u == {"sessionUpdate": "state_update", "state": "idle", "stopReason": reason} for u in updates)
+    """Whether a turn ended idle with `reason`: an idle after a `running` (a resume's idle is not)."""
+    ran = [i for i, u in enumerate(updates) if u.get("state") == "running"]
+    idle = {"sessionUpdate": "state_update", "state": "idle", "stopReason": reason}
+    return bool(ran) and idle in updates[ran[0] :]
 
 
 async def test_a_v2_prompt_is_answered_at_acceptance_while_a_v1_editor_of_the_session_watches_in_v1(tmp_path):
@@ -95,7 +98,7 @@ async def test_a_v1_prompt_is_answered_at_its_end_while_a_v2_client_of_the_sessi
         sid = await v1.new_session(tmp_path)
         await v2.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
         assert await v1.prompt(sid, "hello") == {"stopReason": "end_turn"}
-        await v2.wait_for(lambda: idle_after(v2.updates[sid][1:], "end_turn"))
+        await v2.wait_for(lambda: idle_after(v2.updates[sid], "end_turn"))
 
     shown = v2.updates[sid]
     assert states(shown) == ["idle", "running", "idle"]

@@ -50,7 +50,11 @@ const outgoing = new TransformStream({
     controller.enqueue(message);
   },
 });
-const piped = outgoing.readable.pipeTo(base.writable).catch((error) => problems.push({ kind: "write", detail: String(error) }));
+// The SDK aborts the pipe as the connection ends (when we close it): that abort is no problem.
+let closing = false;
+const piped = outgoing.readable
+  .pipeTo(base.writable)
+  .catch((error) => closing && error?.name === "AbortError" || problems.push({ kind: "write", detail: String(error) }));
 
 function withTimeout(promise, what) {
   let timer;
@@ -124,6 +128,7 @@ await app
     } catch (error) {
       problems.push({ kind: "step", detail: String(error?.stack ?? error) });
     }
+    closing = true; // our steps are done: the connection ends now
     release();
   })
   .catch((error) => problems.push({ kind: "connect", detail: String(error?.stack ?? error) }));
