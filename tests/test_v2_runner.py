@@ -284,3 +284,26 @@ def test_a_v2_client_over_streamable_http_resumes_a_v1_session_and_its_prompt_is
     assert text(watched) == "Second." and "state_update" not in kinds(v1_updates(watched))  # in v1 (schema-checked)
     front.close_stdin()
     assert front.wait() == 0
+
+
+async def test_when_the_v1_editor_answers_first_the_v2_clients_copy_is_withdrawn_and_it_runs_again(tmp_path):
+    async with (
+        hub_serving(tmp_path) as hub,
+        running(hub.agent()) as v1,
+        running(hub.agent()) as v2,
+    ):
+        await v1.initialize()
+        await v2_initialize(v2)
+        sid = await v1.new_session(tmp_path)
+        await v2.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        v2.never_answer(methods.REQUEST_PERMISSION)
+        prompt = await v1.start_prompt(sid, "gate")
+        await v2.wait_for(lambda: [f for f in v2.frames if f.get("method") == "$/cancel_request"])
+        assert (await prompt)["result"] == {"stopReason": "end_turn"}  # the v1 editor allowed it
+        await v2.wait_for(lambda: idle_after(v2.updates[sid], "end_turn"))
+
+    (asked,) = [r for r in v2.server_requests if r["method"] == methods.REQUEST_PERMISSION]
+    (withdrawn,) = [f for f in v2.frames if f.get("method") == "$/cancel_request"]
+    assert withdrawn["params"] == {"requestId": asked["id"]}
+    assert states(v2.updates[sid]) == ["idle", "running", "requires_action", "running", "idle"]
+    assert [u for u in v2.updates[sid] if u["sessionUpdate"] == "tool_call_update"][-1]["status"] == "completed"
