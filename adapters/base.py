@@ -21,6 +21,7 @@ from adapters.events import (
     ToolKind,
     ToolLocation,
     ToolStatus,
+    TranscriptSaved,
 )
 
 
@@ -84,6 +85,15 @@ NO_NOTES: SessionNotes = _NoNotes()
 
 
 @dataclass(frozen=True, slots=True)
+class SystemPrompt:
+    """A client's system-level instructions for a session: added to the agent's own (append),
+    or in place of its built-in ones (`override`); the tools and the context stay."""
+
+    text: str
+    override: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class TurnInput:
     session_id: str
     cwd: str
@@ -98,6 +108,7 @@ class TurnInput:
     notes: SessionNotes = NO_NOTES  # outlives the turn: for what the agent learns later
     origin: str | None = None  # None: the user's prompt; else a follow-up the agent asked for (`Sink.follow_up`)
     state: Mapping[str, Any] = field(default_factory=dict[str, Any])  # what `Sink.save_state` kept, by key
+    system_prompt: SystemPrompt | None = None  # the client's instructions for the session (ACP unstable)
 
     @property
     def text(self) -> str:
@@ -183,7 +194,11 @@ class Sink(Protocol):
         named the call, its title, kind and input stay as they were decided on."""
         ...
 
-    def plan(self, entries: Sequence[PlanEntry], *, extra: Mapping[str, Any] | None = None) -> None: ...
+    def plan(
+        self, entries: Sequence[PlanEntry], *, plan_id: str | None = None, extra: Mapping[str, Any] | None = None
+    ) -> None:
+        """The plan, whole (no entries: gone); `plan_id` names one of several (an agent below's)."""
+        ...
 
     def usage(
         self,
@@ -376,6 +391,12 @@ class AdapterCapabilities:
     cancel_latency: float = 1.0  # seconds within which a cancelled turn stops
     auth_methods: tuple[AuthMethod, ...] = ()
     logout: bool = False  # the adapter has `logout()`, which ends what `authenticate` began
+    # session/fork may be offered: a copy of the session's journal is a fork of it (the agent
+    # keeps nothing elsewhere, or forks what it keeps in `fork_session`); an agent below that
+    # cannot fork its own session says False.
+    fork: bool = True
+    system_prompt: bool = False  # the agent honours `TurnInput.system_prompt` in append mode
+    system_prompt_override: bool = False  # and in override mode
 
 
 class RuntimeAdapter(Protocol):
@@ -405,6 +426,27 @@ def auth_needed(adapter: RuntimeAdapter) -> str | None:
     hook = getattr(adapter, "auth_needed", None)
     reason = hook() if callable(hook) else None
     return reason if isinstance(reason, str) and reason else None
+
+
+def speak_unstable(adapter: RuntimeAdapter) -> None:
+    """Tell the adapter, before it is asked its capabilities, that the server speaks the parts
+    of ACP that are still unstable (`--unstable`): an agent below is then offered the ones it
+    may send (plan operations). Adapters opt in by defining `speak_unstable()`."""
+    hook = getattr(adapter, "speak_unstable", None)
+    if callable(hook):
+        hook()
+
+
+def fork_session(adapter: RuntimeAdapter, parent_id: str, ready: TurnInput) -> TranscriptSaved | None:
+    """Let an agent that keeps its sessions itself fork `parent_id`'s for the new session `ready`
+    describes (with the parent's history and transcript); what it returns is kept as the fork's
+    transcript (an agent below: its fork's id). Adapters opt in by defining
+    `fork_session(parent_id, ready)`; without it the journal's copy is the whole fork."""
+    hook = getattr(adapter, "fork_session", None)
+    if not callable(hook):
+        return None
+    saved = hook(parent_id, ready)
+    return saved if isinstance(saved, TranscriptSaved) else None
 
 
 def close_session(adapter: RuntimeAdapter, session_id: str) -> None:

@@ -124,8 +124,12 @@ class ToolCallUpdated:
 
 @dataclass(frozen=True, slots=True)
 class PlanUpdated:
+    """The agent's plan, whole. `plan_id` names it when the agent keeps several (an agent below's
+    own ids); None is the session's one plan. No entries: the plan is gone."""
+
     entries: tuple[PlanEntry, ...]
     extra: Any = None  # as `ToolCallStarted.extra`
+    plan_id: str | None = None
     kind: Literal["plan"] = "plan"
 
 

@@ -237,8 +237,10 @@ class RecordingSink:
                     tool, tool_kind=kind or tool.tool_kind, raw_input=tool.raw_input if raw_input is None else raw_input
                 )
 
-    def plan(self, entries: Sequence[PlanEntry], *, extra: Mapping[str, Any] | None = None) -> None:
-        self._report("plan", PlanUpdated(tuple(entries), extra or None))
+    def plan(
+        self, entries: Sequence[PlanEntry], *, plan_id: str | None = None, extra: Mapping[str, Any] | None = None
+    ) -> None:
+        self._report("plan", PlanUpdated(tuple(entries), extra=extra or None, plan_id=plan_id))
 
     def usage(
         self,

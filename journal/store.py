@@ -23,12 +23,13 @@ import aiosqlite
 import platformdirs
 
 from adapters.conversation import Conversation
-from adapters.events import Envelope
+from adapters.events import Envelope, TranscriptSaved
 from journal import cache, owners, replay, schema
 from journal.cache import CachedRun
 from journal.codec import encode_event
 from journal.durability import is_durable
 from journal.errors import JournalClosedError, JournalFileError, classified
+from journal.fork import copy_session
 from journal.records import (
     RUN_COLUMNS,
     SESSION_COLUMNS,
@@ -200,6 +201,19 @@ class Journal:
             await self._runs.refused(exc, session_id=session_id)
             raise
         return await self.get_session(session_id)
+
+    async def fork_session(
+        self, parent_id: str, rec: SessionRecord, *, transcript: TranscriptSaved | None = None
+    ) -> int:
+        """Store `rec` as a fork of `parent_id`: its finished runs and their events copied
+        (`journal.fork`), `transcript` (the agent's own fork) after them; returns how many runs.
+        LookupError when the parent is unknown."""
+        self._check_open()
+        await self._sync()  # the parent's queued events belong to the runs being copied
+        now = time.time()
+        stored = _redacted_session(replace(rec, created_at=rec.created_at or now, updated_at=rec.updated_at or now))
+        saved = None if transcript is None else storable(_JSON.encode(redact(encode_event(transcript)[1])))
+        return await self._write.run(lambda conn: copy_session(conn, parent_id, stored, SESSION_COLUMNS, saved))
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         await self._sync()

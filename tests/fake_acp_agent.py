@@ -89,6 +89,7 @@ class Agent:
         self.replayed.set()
         self.client_capabilities: dict[str, Any] = {}
         self.full_results: dict[int, dict[str, Any]] = {}  # answers with their errors (`ask_full`)
+        self.instructions: dict[str, str] = {}  # session -> its systemPrompt, as "mode: text"
 
     def send(self, message: dict[str, Any]) -> None:
         with self.lock:
@@ -130,6 +131,10 @@ class Agent:
         caps: dict[str, Any] = {"loadSession": not self.args.no_load, "promptCapabilities": {"image": True}}
         if self.args.resume:
             caps["sessionCapabilities"] = {"resume": {}, "close": {}}
+        if self.args.fork:  # ACP unstable, as claude-agent-acp and codex-acp offer it
+            caps["sessionCapabilities"] = {**caps.get("sessionCapabilities", {}), "fork": {}}
+        if self.args.system_prompt:  # ACP unstable: append only
+            caps["sessionCapabilities"] = {**caps.get("sessionCapabilities", {}), "systemPrompt": {}}
         result: dict[str, Any] = {
             "protocolVersion": 1,
             "agentCapabilities": caps,
@@ -162,7 +167,25 @@ class Agent:
         sid = f"fake-{uuid.uuid4().hex[:8]}"
         self.sessions[sid] = []
         self.save()
+        self.keep_system_prompt(sid, params)
         return {"sessionId": sid, **self.state()}
+
+    def session_fork(self, params: dict[str, Any]) -> Any:
+        """A new session remembering what the forked one did (its prompts so far)."""
+        parent = params["sessionId"]
+        if parent not in self.sessions:
+            raise Failure(-32002, "Session not found")
+        sid = f"fork-{uuid.uuid4().hex[:8]}"
+        self.sessions[sid] = list(self.sessions[parent])
+        self.save()
+        self.keep_system_prompt(sid, params)
+        return {"sessionId": sid, **self.state()}
+
+    def keep_system_prompt(self, sid: str, params: dict[str, Any]) -> None:
+        prompt = params.get("systemPrompt")
+        if prompt is not None:
+            text = "".join(block["text"] for block in prompt["content"])
+            self.instructions[sid] = f"{prompt['mode']}: {text}"
 
     def session_load(self, params: dict[str, Any], *, replay: bool = True) -> Any:
         self.check_auth()
@@ -201,13 +224,16 @@ class Agent:
         cancel.clear()
         self.replayed.wait(10)
         remembered = ", ".join(self.sessions.get(sid, [])) or "nothing"
+        told = f" I was told to {self.instructions[sid]}." if sid in self.instructions else ""
         said: dict[str, Any] = {
             "sessionUpdate": "agent_message_chunk",
-            "content": {"type": "text", "text": f"You said {text}; I remember {remembered}."},
+            "content": {"type": "text", "text": f"You said {text}; I remember {remembered}.{told}"},
         }
         self.notify(sid, said | ({"messageId": f"their-{len(self.sessions.get(sid, []))}"} if self.args.v1 else {}))
         if self.args.v1:
             self.newest_v1(sid)
+        if text == "plan":
+            self.plans(sid)
         if text.startswith(("fs/read_text_file ", "fs/write_text_file ")):
             self.files(sid, text)
         elif text.startswith("terminal "):
@@ -270,6 +296,20 @@ class Agent:
         self.sessions.setdefault(sid, []).append(text)
         self.save()
         self.send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
+
+    def plans(self, sid: str) -> None:
+        """A plan made and dropped: as plan operations to a client that takes them (ACP unstable),
+        else as stable `plan`s."""
+        entries = [{"content": "Look", "status": "in_progress", "priority": "high"}]
+        if "plan" not in self.client_capabilities:
+            self.notify(sid, {"sessionUpdate": "plan", "entries": entries})
+            self.notify(sid, {"sessionUpdate": "plan", "entries": []})
+            return
+        plan = {"type": "items", "planId": "their-plan", "entries": entries}
+        self.notify(sid, {"sessionUpdate": "plan_update", "plan": plan})
+        markdown = {"type": "markdown", "planId": "their-notes", "content": "# Notes"}
+        self.notify(sid, {"sessionUpdate": "plan_update", "plan": markdown})
+        self.notify(sid, {"sessionUpdate": "plan_removed", "planId": "their-plan"})
 
     def newest_v1(self, sid: str) -> None:
         """ACP v1's newest stable fields, as an agent that has them sends them (`--v1`)."""
@@ -368,6 +408,7 @@ class Agent:
             "session/set_config_option": self.set_option,
             "session/resume": lambda p: self.session_load(p, replay=False),
             "session/close": self.close,
+            "session/fork": self.session_fork,
         }
         for line in sys.stdin:
             message = json.loads(line)
@@ -452,6 +493,8 @@ def main() -> None:
     parser.add_argument("--orphan", action="store_true", help="start a child in a session of its own")
     parser.add_argument("--no-load", action="store_true", help="offer no session/load")
     parser.add_argument("--resume", action="store_true", help="offer session/resume")
+    parser.add_argument("--fork", action="store_true", help="offer session/fork (ACP unstable)")
+    parser.add_argument("--system-prompt", action="store_true", help="offer systemPrompt, append mode (ACP unstable)")
     parser.add_argument("--late-replay", action="store_true", help="replay a load after answering it")
     parser.add_argument("--fail-after-cancel", action="store_true", help="fail the prompt after a cancel")
     parser.add_argument("--stale-end-after-cancel", action="store_true", help="end the prompt after a cancel at once")

@@ -86,8 +86,9 @@ async def limited(receive: MemoryObjectReceiveStream[bytes], max_frame_bytes: in
 
 
 class FakeEditor:
-    def __init__(self, to_server: MemoryObjectSendStream[bytes]) -> None:
+    def __init__(self, to_server: MemoryObjectSendStream[bytes], *, unstable: bool = False) -> None:
         self._to_server = to_server
+        self.unstable = unstable  # the server runs with --unstable: frames are checked against that schema
         self.peer = Peer()
         self._sent_ids: list[Any] = []  # of the requests our peer wrote, in order
         self._sent_count = 0  # frames our peer wrote
@@ -359,7 +360,7 @@ class FakeEditor:
         frame = json.loads(line)  # raises on anything that is not JSON
         self.frames.append(frame)
         if "method" in frame:
-            check_agent_frame(frame, version=self.version)
+            check_agent_frame(frame, version=self.version, unstable=self.unstable)
             if "id" in frame:
                 self.server_requests.append(frame)
             elif frame["method"] != methods.SESSION_UPDATE:
@@ -370,7 +371,7 @@ class FakeEditor:
 
     def _receive_response(self, frame: dict[str, Any]) -> None:
         request_id = frame.get("id")
-        check_agent_frame(frame, self._methods_by_id.get(request_id), version=self.version)
+        check_agent_frame(frame, self._methods_by_id.get(request_id), version=self.version, unstable=self.unstable)
         future = self._raw_waiting.pop(request_id, None)
         if future is not None:
             if not future.done():
@@ -386,7 +387,7 @@ async def running(agent: AcpAgent, *, max_frame_bytes: int = 64 << 20) -> AsyncI
     """Serve `agent` to a fake editor; leaving the block closes the editor's side (EOF)."""
     to_server, server_input = anyio.create_memory_object_stream[bytes](1000)
     to_editor, editor_input = anyio.create_memory_object_stream[bytes](1000)
-    editor = FakeEditor(to_server)
+    editor = FakeEditor(to_server, unstable=agent.options.unstable)
     server_output = LineWriter(to_editor, editor.received)
     editor_output = LineWriter(to_server.clone(), editor.sent)
     editor_done = anyio.Event()

@@ -30,6 +30,7 @@ class Front(StdioServer):
     `mode` replaces `--runner`: `["--remote", HOST, ...]` makes it a remote front over ssh."""
 
     def __init__(self, *args: str, cwd: str | None = None, mode: tuple[str, ...] = ("--runner",)) -> None:
+        self.unstable = "--unstable" in args  # its frames are checked against the unstable schema
         self.process = subprocess.Popen(
             [sys.executable, "-m", "acp_server", *mode, *args],
             stdin=subprocess.PIPE,

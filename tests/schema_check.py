@@ -21,11 +21,16 @@ from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.validators import extend
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "schema.json"
-SCHEMA_PATHS = {1: SCHEMA_PATH, 2: SCHEMA_PATH.parent / "v2" / "schema.json"}  # by protocol version
+# By schema: "1" (v1 stable), "1-unstable" (a server run with --unstable), "2" (a v2 connection).
+SCHEMA_PATHS = {
+    "1": SCHEMA_PATH,
+    "1-unstable": SCHEMA_PATH.with_name("schema.unstable.json"),
+    "2": SCHEMA_PATH.parent / "v2" / "schema.json",
+}
 
 
 @cache
-def _schema(version: int = 1) -> dict[str, Any]:
+def _schema(version: str = "1") -> dict[str, Any]:
     return json.loads(SCHEMA_PATHS[version].read_text())
 
 
@@ -49,7 +54,7 @@ _Validator = extend(Draft202012Validator, {"anyOf": _any_of})
 
 
 @cache
-def _validator(def_name: str | None, version: int = 1) -> Any:
+def _validator(def_name: str | None, version: str = "1") -> Any:
     schema = _schema(version)
     if def_name is None:
         return _Validator(schema)
@@ -57,13 +62,13 @@ def _validator(def_name: str | None, version: int = 1) -> Any:
 
 
 @lru_cache(maxsize=4096)
-def _valid(def_name: str | None, encoded: str, version: int = 1) -> bool:
+def _valid(def_name: str | None, encoded: str, version: str = "1") -> bool:
     """Whether the value `encoded` is valid against `def_name` (None: the whole schema)."""
     return _validator(def_name, version).is_valid(json.loads(encoded))
 
 
 @cache
-def _defs_by_method(version: int = 1) -> dict[tuple[str, str, str], str]:
+def _defs_by_method(version: str = "1") -> dict[tuple[str, str, str], str]:
     """(method, side, Request|Response|Notification) -> def name."""
     table = {}
     for name, definition in _schema(version)["$defs"].items():
@@ -76,7 +81,7 @@ def _defs_by_method(version: int = 1) -> dict[tuple[str, str, str], str]:
     return table
 
 
-def _check(def_name: str | None, value: Any, what: str, version: int = 1) -> None:
+def _check(def_name: str | None, value: Any, what: str, version: str = "1") -> None:
     if _valid(def_name, json.dumps(value, sort_keys=True), version):
         return
     errors = sorted(_validator(def_name, version).iter_errors(value), key=lambda e: list(e.path))
@@ -88,24 +93,28 @@ def _check(def_name: str | None, value: Any, what: str, version: int = 1) -> Non
 NOTIFICATIONS_AS_REQUESTS = frozenset({"session/cancel"})  # answered `{}` when sent with an id
 
 
-def check_agent_frame(frame: dict[str, Any], answered_method: str | None = None, *, version: int = 1) -> None:
+def check_agent_frame(
+    frame: dict[str, Any], answered_method: str | None = None, *, version: int = 1, unstable: bool = False
+) -> None:
     """Validate one frame written by the agent. `answered_method` names the client request a
-    response answers (None for requests and notifications); `version`: the protocol's schema."""
-    _check(None, frame, "frame", version)
-    defs = _defs_by_method(version)
+    response answers (None for requests and notifications); `version`: the protocol's schema;
+    `unstable` (a server run with `--unstable`): v1's schema.unstable.json."""
+    schema = f"{version}-unstable" if unstable and version == 1 else str(version)
+    _check(None, frame, "frame", schema)
+    defs = _defs_by_method(schema)
     if "method" in frame:
         method = frame["method"]
         kind = "Request" if "id" in frame else "Notification"
         name = defs.get((method, "client", kind)) or defs.get((method, "protocol", kind))
         assert name is not None, f"the agent sent {method!r}, which is not a client method"
-        _check(name, frame.get("params"), f"{method} params", version)
+        _check(name, frame.get("params"), f"{method} params", schema)
     elif "error" in frame:
-        _check("Error", frame["error"], "error", version)
+        _check("Error", frame["error"], "error", schema)
     else:
         assert answered_method is not None, f"response to an unknown request: {frame}"
         name = defs.get((answered_method, "agent", "Response"))
         if name is None:  # a notification sent as a request: any response the schema allows
             assert answered_method in NOTIFICATIONS_AS_REQUESTS, f"no response type for {answered_method}"
-            _check("AgentResponse", frame, f"{answered_method} answer", version)
+            _check("AgentResponse", frame, f"{answered_method} answer", schema)
         else:
-            _check(name, frame["result"], f"{answered_method} result", version)
+            _check(name, frame["result"], f"{answered_method} result", schema)

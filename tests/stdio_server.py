@@ -18,13 +18,16 @@ from schema_check import check_agent_frame
 
 
 class StdioServer:
-    def __init__(self, *args: str, cwd: str | None = None) -> None:
+    def __init__(self, *args: str, cwd: str | None = None, env: dict[str, str] | None = None) -> None:
+        # A server run with --unstable (or ACP_SERVER_UNSTABLE=1) is checked against the unstable schema.
+        self.unstable = "--unstable" in args or (env or {}).get("ACP_SERVER_UNSTABLE") == "1"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "acp_server", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=cwd,
+            env=env,
         )
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self.frames: list[dict[str, Any]] = []
@@ -66,7 +69,8 @@ class StdioServer:
             return None
         assert line.endswith(b"\n")
         frame = json.loads(line)
-        check_agent_frame(frame, self.methods.get(frame.get("id")) if "method" not in frame else None)
+        answered = self.methods.get(frame.get("id")) if "method" not in frame else None
+        check_agent_frame(frame, answered, unstable=self.unstable)
         self.frames.append(frame)
         return frame
 

@@ -20,6 +20,7 @@ LINE = "printf 'hello from the terminal\\n' > made.txt"
 
 async def test_fast_agent_runs_its_command_in_the_terminal_acp_server_offers(tmp_path: Path, monkeypatch) -> None:
     agent = REAL_AGENTS["fast-agent"]
+    monkeypatch.chdir(tmp_path)  # the agent starts in our cwd, and fast-agent writes .fast-agent/ there
     runtimes = Runtimes()
     with agent.endpoint() as fake:
         launch = agent.launch(tmp_path, fake.base_url)

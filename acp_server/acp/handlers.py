@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -30,7 +30,8 @@ from acp_server.acp.options import (
     modes_state,
 )
 from acp_server.acp.prompting import AgentOptions, Echo, Prompts
-from acp_server.acp.sessions import Session, SessionStore
+from acp_server.acp.sessions import Session, SessionStore, new_session_id
+from acp_server.acp.unstable import SYSTEM_PROMPT, fork_params, from_stored, system_prompt_param, with_system_prompt
 from acp_server.protocol import methods
 from acp_server.protocol.opening import (
     LoadSessionRequest,
@@ -55,6 +56,8 @@ from acp_server.protocol.results import (
     SessionInfo,
     SessionStateResult,
     SetConfigOptionResult,
+    SystemPromptCapabilities,
+    SystemPromptModes,
     wire,
 )
 from acp_server.rpc.errors import (
@@ -76,10 +79,13 @@ from adapters.base import (
     AgentError,
     AuthRequired,
     RuntimeAdapter,
+    SystemPrompt,
     TurnInput,
     auth_needed,
     close_session,
+    fork_session,
     open_session,
+    speak_unstable,
 )
 from adapters.base import AuthMethod as AdapterAuthMethod
 from journal.errors import JournalError
@@ -96,6 +102,7 @@ SEQUENTIAL = frozenset({methods.INITIALIZE})  # handled in read order, so nothin
 CLOSE_HOOKS_BUDGET = 0.5  # seconds of a shutdown the adapter's close_session hooks may take
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+T = TypeVar("T")
 
 
 class AcpAgent:
@@ -118,6 +125,8 @@ class AcpAgent:
     ) -> None:
         self.adapter = adapter
         self.options = options or AgentOptions()
+        if self.options.unstable:
+            speak_unstable(adapter)  # before its capabilities: an agent below is offered them at start
         self.capabilities: AdapterCapabilities = adapter.capabilities()
         self.journal = journal
         # A runner shares `sessions` between its connections, and turns talk through `outbound`
@@ -188,6 +197,8 @@ class AcpAgent:
                 methods.SESSION_CLOSE: self.handle_session_close,
                 methods.SESSION_DELETE: self.handle_session_delete,
             }
+        if self.journal is not None and self.options.unstable and self.capabilities.fork:
+            table[methods.SESSION_FORK] = self.handle_session_fork
         return table
 
     def _gated(self, name: str, handler: Handler) -> Handler:
@@ -257,12 +268,28 @@ class AcpAgent:
         return V2Surface(self)
 
     def _session_capabilities(self) -> SessionCapabilities:
-        """Listing, resuming, closing and deleting need the journal; extra directories do not."""
+        """Listing, resuming, closing and deleting need the journal; extra directories do not.
+        With `--unstable`, forking (from the journal) and a client's system prompt, where we can."""
+        unstable = self.options.unstable
+        modes = SystemPromptModes(override=Offered()) if self.capabilities.system_prompt_override else None
+        system_prompt = SystemPromptCapabilities(modes) if unstable and self.capabilities.system_prompt else None
         if self.journal is None:
-            return SessionCapabilities(additional_directories=Offered())
+            return SessionCapabilities(additional_directories=Offered(), system_prompt=system_prompt)
         return SessionCapabilities(
-            list_=Offered(), resume=Offered(), close=Offered(), delete=Offered(), additional_directories=Offered()
+            list_=Offered(),
+            resume=Offered(),
+            close=Offered(),
+            delete=Offered(),
+            additional_directories=Offered(),
+            fork=Offered() if unstable and self.capabilities.fork else None,
+            system_prompt=system_prompt,
         )
+
+    def _system_prompt(self, params: dict[str, Any]) -> SystemPrompt | None:
+        """The request's `systemPrompt`, when we offered it (else ignored, as a stable server does)."""
+        if not (self.options.unstable and self.capabilities.system_prompt):
+            return None
+        return system_prompt_param(params, override=self.capabilities.system_prompt_override)
 
     async def handle_authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         """An agent below us that asked for authentication runs it; for ours there is none."""
@@ -298,6 +325,7 @@ class AcpAgent:
     async def handle_session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         request = new_session_params(params)
         self._check_mcp_transports(request.mcp_servers)
+        system_prompt = self._system_prompt(params)
         if self.client.terminal_auth and (reason := await anyio.to_thread.run_sync(auth_needed, self.adapter)):
             raise RpcError(AUTH_REQUIRED, reason)  # the editor offers our terminal auth method (setup)
         session = await self.sessions.create(
@@ -305,6 +333,9 @@ class AcpAgent:
             mcp_servers=request.mcp_servers,
             additional_directories=request.additional_directories or (),
         )
+        if system_prompt is not None:
+            session.config = with_system_prompt(session.config, system_prompt)
+            await self.sessions.save(session, config=dict(session.config))
         try:
             await self.controls.offer(session, await self._ready(session))
         except RpcError:
@@ -396,14 +427,14 @@ class AcpAgent:
 
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """Replay the whole conversation, then answer (modes and config options): history comes first."""
-        session = await self.reattach(load_session_params(params))
+        session = await self.reattach(load_session_params(params), self._system_prompt(params))
         assert self.journal is not None
         await self.replay(session)
         return self.reopened(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         """What load sends but the history: the answer (modes and config options), then the commands."""
-        return self.reopened(await self.reattach(load_session_params(params)))
+        return self.reopened(await self.reattach(load_session_params(params), self._system_prompt(params)))
 
     async def replay(self, session: Session, *, run_id: str | None = None, seen: dict[str, int] | None = None) -> None:
         """Send the session's history (or only its run `run_id`) as updates, a run cut off ending
@@ -414,7 +445,10 @@ class AcpAgent:
         assert self.journal is not None
         await self.journal.recover_runs(session.id)
         rich = haui_on(session.config, self.options.haui)  # the session's switch as it is now (docs/haui.md)
-        history = History(self.journal, self.peer, session.id, rich=rich, seen={} if seen is None else seen)
+        plans = self.options.unstable and self.client.plan
+        history = History(
+            self.journal, self.peer, session.id, rich=rich, seen={} if seen is None else seen, plans=plans
+        )
         if run_id is None:
             await history.send()
         elif (run := await self.journal.get_run(run_id)) is not None and run.session_id == session.id:
@@ -426,9 +460,10 @@ class AcpAgent:
         self._open(session)
         return self._session_state(session)
 
-    async def reattach(self, request: LoadSessionRequest) -> Session:
-        """The stored session for load and resume, with the client's MCP servers; its cwd must
-        be the one the session was created with (the same directory, however it is spelled)."""
+    async def reattach(self, request: LoadSessionRequest, system_prompt: SystemPrompt | None = None) -> Session:
+        """The stored session for load and resume, with the client's MCP servers (and system
+        prompt: it replaces the stored one); its cwd must be the one the session was created
+        with (the same directory, however it is spelled)."""
         self._check_mcp_transports(request.mcp_servers)
         session = await self.sessions.get(request.session_id, mcp_servers=request.mcp_servers)
         if request.cwd != session.cwd and redact_text(request.cwd) == session.cwd:
@@ -440,8 +475,52 @@ class AcpAgent:
         if directories != session.additional_directories:  # the request's list is the whole new list
             session.additional_directories = directories
             await self.sessions.save(session, additional_dirs=directories)
+        if system_prompt is not None:
+            session.config = with_system_prompt(session.config, system_prompt)
+            await self.sessions.save(session, config=dict(session.config))
         await self.controls.offer(session, await self._ready(session))
         return session
+
+    async def handle_session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Unstable: a new session whose history is the parent's up to its last finished turn
+        (a turn still running is not part of it), replayable with session/load; the parent is
+        left as it was. Built from the journal (docs/protocol.md)."""
+        request = fork_params(params)
+        self._check_mcp_transports(request.mcp_servers)
+        system_prompt = self._system_prompt(params)
+        parent = await self.sessions.get(request.session_id)
+        config = with_system_prompt(parent.config, system_prompt)
+        history = await self.sessions.history(parent)
+        directories = request.additional_directories or ()
+        ready = TurnInput(
+            new_session_id(),
+            request.cwd,
+            (),
+            tuple(history.messages),
+            mcp_servers=request.mcp_servers,
+            additional_directories=directories,
+            transcript=history.transcript(),
+            system_prompt=from_stored(config.get(SYSTEM_PROMPT)),
+        )
+        saved = await _agent_call(fork_session, self.adapter, parent.id, ready)  # an agent below forks its own
+        session = await self.sessions.fork(
+            parent,
+            ready.session_id,
+            cwd=request.cwd,
+            mcp_servers=request.mcp_servers,
+            additional_directories=directories,
+            config=config,
+            transcript=saved,
+        )
+        await self.controls.offer(session, await self._ready(session))
+        self._announce_commands(session)
+        self._open(session)
+        result = NewSessionResult(
+            session_id=session.id,
+            modes=modes_state(session.mode, session.controls),
+            config_options=self._options(session),
+        )
+        return wire(result)
 
     async def handle_session_list(self, params: dict[str, Any]) -> dict[str, Any]:
         from acp_server.protocol.models import ListSessionsParams, parse
@@ -501,6 +580,7 @@ class AcpAgent:
             mcp_servers=session.mcp_servers,
             additional_directories=session.additional_directories,
             notes=self.controls.notes(self.prompts.notes(session.id), session.id),
+            system_prompt=from_stored(session.config.get(SYSTEM_PROMPT)),
         )
 
     def _open(self, session: Session) -> None:
@@ -593,10 +673,10 @@ def _auth_method(method: AdapterAuthMethod) -> AuthMethod:
     )
 
 
-async def _agent_call(hook: Callable[..., object], *args: object) -> None:
+async def _agent_call(hook: Callable[..., T], *args: object) -> T:
     """`hook` in a worker thread, its failure as the editor is told it (auth_required as such)."""
     try:
-        await anyio.to_thread.run_sync(hook, *args)
+        return await anyio.to_thread.run_sync(hook, *args)
     except AuthRequired as exc:
         raise RpcError(AUTH_REQUIRED, str(exc)) from None
     except AgentError as exc:

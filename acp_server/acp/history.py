@@ -61,8 +61,9 @@ def replay_code_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_variant(*, rich: bool) -> str:
-    return f"{replay_code_digest()}:{'haui' if rich else 'plain'}"
+def cache_variant(*, rich: bool, plans: bool = False) -> str:
+    variant = f"{replay_code_digest()}:{'haui' if rich else 'plain'}"
+    return f"{variant}:plans" if plans else variant  # a client that takes plan operations
 
 
 def cut_off(run: RunRecord) -> float | bool:
@@ -87,12 +88,15 @@ class History:
     """One load's history of one session, sent through `peer`. `seen` gets, for each run it
     showed, the last seq of that run it showed (the runner sends what came after)."""
 
-    def __init__(self, journal: Journal, peer: Peer, session_id: str, *, rich: bool, seen: dict[str, int]) -> None:
+    def __init__(
+        self, journal: Journal, peer: Peer, session_id: str, *, rich: bool, seen: dict[str, int], plans: bool = False
+    ) -> None:
         self._journal = journal
         self._peer = peer
         self._session_id = session_id
         self._rich = rich
-        self._variant = cache_variant(rich=rich)
+        self._plans = plans
+        self._variant = cache_variant(rich=rich, plans=plans)
         self._seen = seen
         self._prefix = f'{{"sessionId":{json.dumps(session_id)},"update":'
         self._writes: list[tuple[RunRecord, str]] = []
@@ -125,7 +129,7 @@ class History:
                 if made is None or run_id != made.run.id:
                     if made is not None:
                         await self._end(made)
-                    made = _Made(by_id[run_id], RunReplay(run_id, rich=self._rich))
+                    made = _Made(by_id[run_id], RunReplay(run_id, rich=self._rich, plans=self._plans))
                 if updates := made.replay.feed(event):
                     await self._send(made, updates)
                 made.last_seq = seq

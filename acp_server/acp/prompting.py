@@ -19,6 +19,7 @@ import anyio.lowlevel
 from acp_server.acp.commands import CommandContext, builtin_invocation, run_builtin
 from acp_server.acp.options import effective_config
 from acp_server.acp.sessions import Session, SessionStore
+from acp_server.acp.unstable import SYSTEM_PROMPT, from_stored
 from acp_server.protocol import methods
 from acp_server.protocol.results import AvailableCommand, PromptResult, Usage
 from acp_server.rpc.errors import AUTH_REQUIRED, INTERNAL_ERROR, PeerClosedError, RpcError
@@ -63,6 +64,7 @@ class AgentOptions:
     cancel_grace: float = 1.0
     terminal: TerminalChoice = "auto"  # where commands run: the editor's terminal or locally
     haui: bool = True  # draw HAUI fences as Markdown (`--haui`); a session may turn it off
+    unstable: bool = False  # `--unstable`: ACP's unstable parts we implement (docs/protocol.md)
     # `--agent` and its settings, kept with each new session for `prompt --session` to continue it
     launch: Mapping[str, Any] = field(default_factory=dict[str, Any])
 
@@ -203,6 +205,7 @@ class Prompts:
             self.notes(session.id),
             origin,
             history.state(),
+            system_prompt=from_stored(session.config.get(SYSTEM_PROMPT)),
         )
         if origin is None:
             await self.sessions.title_from_prompt(session, turn.text)
@@ -319,7 +322,7 @@ class Prompts:
             if isinstance(event, TitleChanged):
                 await self.journal.update_session(envelope.session_id, title=event.title)
         for shown in reply.shown(event):
-            for update in live_updates(shown, ids):
+            for update in live_updates(shown, ids, plans=self.options.unstable and self._client().plan):
                 await self.peer.notify(methods.SESSION_UPDATE, {"sessionId": envelope.session_id, "update": update})
         if self._echo is not None:
             for update in echoed_updates(envelope):

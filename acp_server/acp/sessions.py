@@ -19,6 +19,7 @@ from acp_server.turns.policy import PermissionMemory
 from acp_server.turns.supervisor import TurnQueue
 from adapters.base import SessionControls
 from adapters.conversation import Conversation
+from adapters.events import TranscriptSaved
 from journal.redact import redact_text
 from journal.store import Journal, SessionRecord
 
@@ -45,6 +46,10 @@ class Session:
         return (self.cwd, *self.additional_directories)
 
 
+def new_session_id() -> str:
+    return f"sess_{os.urandom(16).hex()}"
+
+
 def not_found(session_id: str) -> RpcError:
     return RpcError(RESOURCE_NOT_FOUND, "Session not found", {"sessionId": session_id[:200]})
 
@@ -59,7 +64,7 @@ class SessionStore:
     async def create(
         self, *, cwd: str, mcp_servers: tuple[dict[str, Any], ...], additional_directories: tuple[str, ...] = ()
     ) -> Session:
-        session = Session(f"sess_{os.urandom(16).hex()}", cwd, additional_directories, mcp_servers)
+        session = Session(new_session_id(), cwd, additional_directories, mcp_servers)
         if self.journal is not None:
             now = time.time()
             await self.journal.create_session(
@@ -73,6 +78,41 @@ class SessionStore:
                     updated_at=now,
                 )
             )
+        self._live[session.id] = session
+        return session
+
+    async def fork(
+        self,
+        parent: Session,
+        session_id: str,
+        *,
+        cwd: str,
+        mcp_servers: tuple[dict[str, Any], ...],
+        additional_directories: tuple[str, ...],
+        config: dict[str, Any],
+        transcript: TranscriptSaved | None = None,
+    ) -> Session:
+        """A new session whose journal holds copies of `parent`'s finished runs (journal.fork):
+        its history is the parent's up to the last finished turn (then `transcript`, the agent's
+        own fork). Mode, settings and title come along; "always" answers do not (a fork asks again)."""
+        assert self.journal is not None  # session/fork is offered only with a journal
+        record = await self.journal.get_session(parent.id)
+        session = Session(session_id, cwd, additional_directories, mcp_servers, parent.mode, config, history=None)
+        session.title = parent.title
+        await self.journal.fork_session(
+            parent.id,
+            SessionRecord(
+                id=session.id,
+                cwd=cwd,
+                title=parent.title,
+                adapter=record.adapter if record else self._adapter_name,
+                mode=parent.mode,
+                config=config,
+                additional_dirs=additional_directories,
+                launch=record.launch if record else self._launch,
+            ),
+            transcript=transcript,
+        )
         self._live[session.id] = session
         return session
 

@@ -361,6 +361,7 @@ def _build(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[R
         permission_timeout=args.permission_timeout,
         terminal=terminal,
         haui=args.haui == "on",
+        unstable=args.unstable == "1",
         launch=launch(args),
     )
     return adapter, options

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # for the checker only: `--help` does not pay for building th
 
 SWITCH_ON = frozenset({"1", "true", "yes", "on"})
 SWITCH_OFF = frozenset({"0", "false", "no", "off"})
-SWITCHES = ("--runner",)  # flags whose value is optional: on by themselves
+SWITCHES = ("--runner", "--unstable")  # flags whose value is optional: on by themselves
 
 
 def switch(value: str) -> str:
@@ -133,6 +133,16 @@ SERVER_OPTIONS: list[tuple[str, OptionSpec]] = [
             "help": "draw the HAUI blocks (```hermes-ui fences) of agent replies as Markdown: on or off "
             "(off passes them through untouched; a session can also turn it off) (default: on)",
             "default": "on",
+        },
+    ),
+    (
+        "--unstable",
+        {
+            "help": "also speak ACP's unstable parts that acp-server implements (session/fork, a client's "
+            "systemPrompt, plan operations); off, the wire is stable ACP v1 only (1 with no value; 0 turns it off)",
+            "nargs": "?",
+            "const": "1",
+            "type": switch,
         },
     ),
     (

@@ -74,8 +74,9 @@ def saved_session(transcript: Transcript | None, agent: str) -> str | None:
 class Downstream:
     """The agent process and acp-server's sessions at it; every method runs on the loop."""
 
-    def __init__(self, command: AgentCommand, tasks: TaskGroup) -> None:
+    def __init__(self, command: AgentCommand, tasks: TaskGroup, *, unstable: bool = False) -> None:
         self.command = command
+        self.unstable = unstable
         self.quirks: AgentQuirks = quirks_for(command.argv)
         self._tasks = tasks
         self._client: AgentClient | None = None
@@ -118,7 +119,7 @@ class Downstream:
             process = await AgentProcess.start(await as_installed(argv))
         except OSError as exc:
             raise AgentError(self.command.failed(f"cannot start {argv[0]}: {exc.strerror or exc}")) from None
-        client = AgentClient(process, label=label)
+        client = AgentClient(process, label=label, unstable=self.unstable)
         self._generation += 1
         generation = self._generation
         try:
@@ -214,10 +215,30 @@ class Downstream:
         if theirs not in client.routes:
             await client.route(theirs, SessionRoute(session))
 
+    async def fork(self, parent: str | None, session: AgentSession, ready: TurnInput) -> str | None:
+        """The agent's fork of its session `parent` (else the one our journal keeps for the
+        parent: `ready.transcript` is the parent's), attached as `session`; None when the parent
+        has none at the agent."""
+        client = await self.client()
+        theirs = parent or saved_session(ready.transcript, _name(client))
+        if theirs is None:
+            return None
+        setup = self._setup(client, session, ready)
+        answer = await self._session_call(client, methods.SESSION_FORK, {"sessionId": theirs, **setup})
+        forked = _object(answer).get("sessionId")
+        if not isinstance(forked, str) or not forked:
+            raise AgentError("the agent answered session/fork without a session id")
+        await self._attach(client, session, forked, answer, setup)
+        return forked
+
     def _setup(self, client: AgentClient, session: AgentSession, ready: TurnInput) -> Json:
         params: Json = {"cwd": session.cwd, "mcpServers": [_server(s) for s in ready.mcp_servers]}
-        if ready.additional_directories and client.info is not None and client.info.directories:
+        info = client.info
+        if ready.additional_directories and info is not None and info.directories:
             params["additionalDirectories"] = list(ready.additional_directories)
+        if (prompt := ready.system_prompt) is not None and info is not None and info.system_prompt:
+            mode = "override" if prompt.override else "append"  # checked against what it offers (handlers)
+            params["systemPrompt"] = {"mode": mode, "content": [{"type": "text", "text": prompt.text}]}
         return params
 
     async def _session_call(self, client: AgentClient, method: str, params: Json) -> Any:

@@ -41,6 +41,8 @@ CLIENT_CAPABILITIES: dict[str, Any] = {
     # Passed on to an editor that advertised them, dropped for one that did not (`updates.apply`).
     "session": {"compaction": {}, "notices": {}, "configOptions": {"boolean": {}}},
 }
+# ACP unstable, offered with --unstable: plan operations, shown to an editor as it asked for them.
+UNSTABLE_CAPABILITIES: dict[str, Any] = {"plan": {}}
 # The agent's requests that a turn answers (session/update is a notification).
 ASKS = (
     methods.REQUEST_PERMISSION,
@@ -86,6 +88,9 @@ class AgentInfo:
     mcp_sse: bool
     logout: bool = False
     auth_methods: tuple[Json, ...] = field(default=())
+    fork: bool = False  # session/fork (ACP unstable), offered on with --unstable
+    system_prompt: bool = False  # systemPrompt in append mode (ACP unstable)
+    system_prompt_override: bool = False
 
     @classmethod
     def from_wire(cls, result: Any) -> AgentInfo:
@@ -109,15 +114,21 @@ class AgentInfo:
             mcp_sse=mcp.get("sse") is True,
             logout=isinstance(_object(caps.get("auth")).get("logout"), dict),
             auth_methods=tuple(m for m in auth if m),
+            fork=isinstance(sessions.get("fork"), dict),
+            system_prompt=isinstance(sessions.get("systemPrompt"), dict),
+            system_prompt_override=isinstance(
+                _object(_object(sessions.get("systemPrompt")).get("mode")).get("override"), dict
+            ),
         )
 
 
 class AgentClient:
     """The connection to one agent process; `closed` is set once it has ended."""
 
-    def __init__(self, process: AgentProcess, *, label: str) -> None:
+    def __init__(self, process: AgentProcess, *, label: str, unstable: bool = False) -> None:
         self.process = process
         self.label = label
+        self.unstable = unstable  # ACP unstable parts offered too: plan operations (updates.apply)
         self.peer = Peer()
         self.routes: dict[str, Route] = {}
         self._early: dict[str, list[Json]] = {}  # updates of sessions not routed yet
@@ -139,7 +150,7 @@ class AgentClient:
         tasks.start_soon(self.process.log_stderr, self.label)
         params = {
             "protocolVersion": PROTOCOL_VERSION,
-            "clientCapabilities": CLIENT_CAPABILITIES,
+            "clientCapabilities": CLIENT_CAPABILITIES | UNSTABLE_CAPABILITIES if self.unstable else CLIENT_CAPABILITIES,
             "clientInfo": {"name": "acp-server", "version": acp_server.__version__},
         }
         self.info = AgentInfo.from_wire(await self.request(methods.INITIALIZE, params, timeout=INITIALIZE_TIMEOUT))

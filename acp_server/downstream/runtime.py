@@ -42,7 +42,7 @@ from adapters.base import (
     TurnCancelled,
     TurnInput,
 )
-from adapters.events import STOP_REASONS, StopReason
+from adapters.events import STOP_REASONS, StopReason, TranscriptSaved
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,7 @@ class AcpRuntime:
         self._downstream: Downstream | None = None
         self._capabilities: AdapterCapabilities | None = None
         self._sessions: dict[str, AgentSession] = {}
+        self._unstable = False  # offer the agent ACP's unstable parts we pass on (`speak_unstable`)
 
     # --- the loop and the agent --------------------------------------------------------------
 
@@ -105,7 +106,7 @@ class AcpRuntime:
         with self._lock:
             if self._loop is None or self._downstream is None:
                 self._loop = LoopThread(f"acp-agent-{self.name}")
-                self._downstream = Downstream(self.command, self._loop.tasks)
+                self._downstream = Downstream(self.command, self._loop.tasks, unstable=self._unstable)
                 atexit.register(self.close)
             return self._loop, self._downstream
 
@@ -134,7 +135,7 @@ class AcpRuntime:
                 info = self._call(downstream.info)
             except AgentError as exc:
                 log.error("%s", exc)
-                self._capabilities = AdapterCapabilities(cancel_latency=CANCEL_LATENCY)
+                self._capabilities = AdapterCapabilities(cancel_latency=CANCEL_LATENCY, fork=False)
             else:
                 self._capabilities = AdapterCapabilities(
                     image=info.image,
@@ -145,6 +146,9 @@ class AcpRuntime:
                     cancel_latency=CANCEL_LATENCY,
                     auth_methods=tuple(offered(m) for m in info.auth_methods),
                     logout=info.logout,
+                    fork=info.fork,
+                    system_prompt=info.system_prompt,
+                    system_prompt_override=info.system_prompt_override,
                 )
         return self._capabilities
 
@@ -224,6 +228,24 @@ class AcpRuntime:
     def set_session_option(self, session_id: str, option_id: str, value: str) -> SessionControls:
         _, downstream = self._agent()
         return self._call(downstream.set_option, self._known(session_id), option_id, value)
+
+    def speak_unstable(self) -> None:
+        """The agent, started after this, is told it may send plan operations (ACP unstable)."""
+        self._unstable = True
+
+    def fork_session(self, parent_id: str, ready: TurnInput) -> TranscriptSaved | None:
+        """The agent forks its own session of `parent_id` (session/fork) for `ready`'s; the fork's
+        id at the agent, to keep as that session's transcript. None: the parent never reached
+        the agent, and the fork starts there as a new session on its first turn."""
+        _, downstream = self._agent()
+        with self._lock:
+            parent = self._sessions.get(parent_id)
+        session = self._session(ready)
+        theirs = self._call(downstream.fork, parent.theirs if parent else None, session, ready)
+        if theirs is None:
+            return None
+        session.saved = theirs  # the journal keeps it with the fork: the first turn need not
+        return TranscriptSaved(FORMAT, ({"agent": session.agent, "sessionId": theirs},), base=True)
 
     def close_session(self, session_id: str) -> None:
         session = self._sessions.pop(session_id, None)

@@ -177,6 +177,8 @@ def apply(update: Json, sink: Sink, tools: ToolCalls, editor: EditorFeatures = S
         tools.update(update)
     elif kind == "plan":
         sink.plan(_plan(update.get("entries")), extra=extra(update, PLAN_FIELDS))
+    elif kind in ("plan_update", "plan_removed"):  # ACP unstable: asked for only with --unstable
+        _plan_operation(update, sink)
     elif kind == "usage_update":
         _usage(update, sink)
     elif kind == ELICITATION_DONE:
@@ -236,6 +238,21 @@ def _usage(update: Json, sink: Sink) -> None:
         context_size=cast(int, size),
         cost_usd=float(amount) if isinstance(amount, int | float) and not isinstance(amount, bool) else None,
     )
+
+
+def _plan_operation(update: Json, sink: Sink) -> None:
+    """A plan kept by id: an items plan whole, a removal as no entries (our `PlanUpdated`); a plan
+    given as Markdown or a file has no entries to keep, and is not reported."""
+    if update.get("sessionUpdate") == "plan_removed":
+        if plan_id := _text(update.get("planId")):
+            sink.plan([], plan_id=plan_id)
+        return
+    plan = _object(update.get("plan"))
+    plan_id = _text(plan.get("planId"))
+    if plan.get("type") == "items" and plan_id:
+        sink.plan(_plan(plan.get("entries")), plan_id=plan_id)
+    else:
+        log.debug("agent plan of type %r not reported", plan.get("type"))
 
 
 def _plan(value: Any) -> list[PlanEntry]:

@@ -1,7 +1,8 @@
 """ACP method names, typed once, as the schema's meta.json tables name them.
 
-`AGENT_METHODS` are the ones a client calls on us, `CLIENT_METHODS` the ones we call on the
-client; tests/test_methods.py checks both against the vendored `schema/meta.json`.
+`AGENT_METHODS` are the ones a client calls on us (`UNSTABLE_AGENT_METHODS` too, with
+`--unstable`), `CLIENT_METHODS` the ones we call on the client; tests/test_methods.py checks
+them against the vendored `schema/meta.json` (and `meta.unstable.json`).
 """
 
 # --- agent methods: the client calls them on us ----------------------------------------------
@@ -20,6 +21,7 @@ SESSION_SET_MODE = "session/set_mode"
 SESSION_SET_CONFIG_OPTION = "session/set_config_option"
 AUTH_LOGIN = "auth/login"  # v2's authenticate
 AUTH_LOGOUT = "auth/logout"  # v2's logout
+SESSION_FORK = "session/fork"  # unstable (schema.unstable.json): only with --unstable
 
 # --- client methods: we call them on the client ----------------------------------------------
 SESSION_UPDATE = "session/update"
@@ -51,6 +53,8 @@ AGENT_METHODS = frozenset(
         SESSION_SET_CONFIG_OPTION,
     }
 )
+# Agent methods only schema.unstable.json has: served only with --unstable.
+UNSTABLE_AGENT_METHODS = frozenset({SESSION_FORK})
 CLIENT_METHODS = frozenset(
     {
         SESSION_UPDATE,

@@ -47,12 +47,24 @@ class McpCapabilities(NamedTuple):
     sse: bool
 
 
+class SystemPromptModes(NamedTuple):
+    override: Offered | None = None
+
+
+class SystemPromptCapabilities(NamedTuple):
+    """Unstable: `systemPrompt` taken at session/new, load, resume and fork (append always)."""
+
+    mode: SystemPromptModes | None = None
+
+
 class SessionCapabilities(NamedTuple):
     list_: Offered | None = None
     resume: Offered | None = None
     close: Offered | None = None
     delete: Offered | None = None
     additional_directories: Offered | None = None
+    fork: Offered | None = None  # unstable: only with --unstable
+    system_prompt: SystemPromptCapabilities | None = None  # unstable: only with --unstable
 
 
 class AuthCapabilities(NamedTuple):

@@ -249,6 +249,13 @@ class RunnerAgent(AcpAgent):
         self.hub.routes.attach(result["sessionId"], self.route)
         return result
 
+    async def handle_session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A fork (ACP unstable) is a new session: this connection has it open, as after session/new."""
+        self.refuse_if_read_only("fork sessions")
+        result = await super().handle_session_fork(params)
+        self.hub.routes.attach(result["sessionId"], self.route)
+        return result
+
     async def handle_session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         """Queued behind the running turn (whoever sent it) and answered when its own turn ends;
         the turn's file and terminal requests go to this connection while it is attached."""

@@ -29,6 +29,7 @@ from acp_server.rpc.outbox import encode
 from acp_server.rpc.peer import Peer
 from acp_server.runner.fanout import FanOut
 from acp_server.turns.client import ClientCapabilities
+from acp_server.turns.mapping import PLAN_OPERATIONS, stable_plan
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,21 @@ current_prompter: contextvars.ContextVar[Peer | None] = contextvars.ContextVar("
 SHARED_ASKS = frozenset({methods.REQUEST_PERMISSION, methods.ELICITATION_CREATE})
 
 Held = tuple[Cursor | None, str, dict[str, Any]]
+
+
+def _plan_operation(params: dict[str, Any]) -> dict[str, Any] | None:
+    """`params` when its update is a plan operation (ACP unstable), which a connection that did
+    not opt in is shown in stable form; else None (the common case: sent to all alike)."""
+    update = params.get("update")
+    if isinstance(update, dict) and update.get("sessionUpdate") in PLAN_OPERATIONS:  # pyright: ignore[reportUnknownMemberType]
+        return params
+    return None
+
+
+def _stable_form(params: dict[str, Any]) -> dict[str, Any] | None:
+    """A plan operation as a connection that did not opt in is shown it (None: not at all)."""
+    update = stable_plan(params["update"])
+    return None if update is None else {**params, "update": update}
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,18 +193,23 @@ class Routes(Peer):
         if not isinstance(session_id, str):
             return
         cursor = current_cursor.get()
-        frames: dict[int, list[bytes]] = {}  # by ACP version: encoded once for every connection speaking it
+        planned = _plan_operation(params)
+        stable = None if planned is None else _stable_form(planned)
+        # Each form (ACP version, plan operations or not) encoded once, for every connection it goes to.
+        frames: dict[tuple[int, bool], list[bytes]] = {}
         for peer, member in list(self._members.get(session_id, {}).items()):
-            if peer is skip:
+            as_sent = planned is None or member.client.capabilities().plan
+            shown = params if as_sent else stable
+            if peer is skip or shown is None:
                 continue
             if member.buffer is not None:
-                member.buffer.append((cursor, method, params))
+                member.buffer.append((cursor, method, shown))
                 continue
-            version = member.client.version()
-            if version not in frames:
-                frames[version] = self._encoded(version, method, params)
+            form = (member.client.version(), as_sent)
+            if form not in frames:
+                frames[form] = self._encoded(form[0], method, shown)
             try:
-                for frame in frames[version]:
+                for frame in frames[form]:
                     await peer.notify_encoded(frame)
             except PeerClosedError:
                 log.info("an update for session %s met a closing connection", session_id)

@@ -266,8 +266,10 @@ class ThreadSink:
             # journaled), so a crash can never hide a side effect that happened.
             self._ask(_published)
 
-    def plan(self, entries: Sequence[PlanEntry], *, extra: Mapping[str, Any] | None = None) -> None:
-        self._push(PlanUpdated(tuple(entries), _dict(extra)))
+    def plan(
+        self, entries: Sequence[PlanEntry], *, plan_id: str | None = None, extra: Mapping[str, Any] | None = None
+    ) -> None:
+        self._push(PlanUpdated(tuple(entries), extra=_dict(extra), plan_id=plan_id))
 
     def usage(
         self,

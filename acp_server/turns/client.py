@@ -40,6 +40,7 @@ class ClientCapabilities:
     compaction: bool = False  # session.compaction: compaction_update / compaction_summary_chunk
     notices: bool = False  # session.notices: notice updates
     boolean_options: bool = False  # session.configOptions.boolean: boolean config options
+    plan: bool = False  # plan (ACP unstable): plan_update / plan_removed, served only with --unstable
     terminal_auth: bool = False  # auth.terminal (or the older _meta "terminal-auth"): terminal auth methods
     quirks: Quirks = field(default_factory=Quirks)  # known mistakes of this client (turns/quirks.py), by its clientInfo
 
@@ -58,6 +59,7 @@ class ClientCapabilities:
             compaction=isinstance(session.get("compaction"), dict),
             notices=isinstance(session.get("notices"), dict),
             boolean_options=isinstance(_object(session.get("configOptions")).get("boolean"), dict),
+            plan=isinstance(caps.get("plan"), dict),
             # `_meta.terminal-auth` is how clients (and the ACP Registry's check) asked before `auth.terminal`.
             terminal_auth=_object(caps.get("auth")).get("terminal") is True
             or _object(caps.get("_meta")).get("terminal-auth") is True,

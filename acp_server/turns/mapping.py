@@ -36,6 +36,9 @@ from adapters.events import (
     UsageReported,
 )
 
+PLAN_ID = "plan"  # our agents' one plan per session: the same id live, on replay and after a restart
+PLAN_OPERATIONS = frozenset({"plan_update", "plan_removed"})
+
 
 def tool_content(content: ToolContent) -> dict[str, Any]:
     if isinstance(content, TextContent):
@@ -124,9 +127,38 @@ def _chunk(kind: str, text: str, message_id: str | None) -> dict[str, Any]:
     return {"sessionUpdate": kind, "content": {"type": "text", "text": text}, "messageId": message_id}
 
 
-def to_update(event: RuntimeEvent, message_id: str | None = None) -> dict[str, Any] | None:
+def _plan(event: PlanUpdated, plans: bool) -> dict[str, Any]:
+    """Stable ACP's `plan` (the whole plan, replacing the last); for a client that opted in to
+    plan operations (ACP unstable: `clientCapabilities.plan`, with `--unstable`) `plan_update`
+    with the plan's id, and `plan_removed` for a plan with no entries left."""
+    entries = [{"content": e.content, "status": e.status, "priority": e.priority} for e in event.entries]
+    if not plans:
+        return {"sessionUpdate": "plan", "entries": entries}
+    plan_id = event.plan_id or PLAN_ID
+    if not entries:
+        return {"sessionUpdate": "plan_removed", "planId": plan_id}
+    return {"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": plan_id, "entries": entries}}
+
+
+def stable_plan(update: dict[str, Any]) -> dict[str, Any] | None:
+    """A plan operation as a client that did not opt in is shown it: `plan_update` (of entries)
+    as `plan`, `plan_removed` as an empty `plan`; a plan of another type has no stable form
+    (None). Anything else is returned as it is."""
+    kind = update.get("sessionUpdate")
+    if kind == "plan_removed":
+        return {"sessionUpdate": "plan", "entries": []}
+    if kind != "plan_update":
+        return update
+    plan = update.get("plan")
+    if not isinstance(plan, dict) or plan.get("type") != "items":  # pyright: ignore[reportUnknownMemberType]
+        return None
+    return {"sessionUpdate": "plan", "entries": plan.get("entries", [])}  # pyright: ignore[reportUnknownMemberType]
+
+
+def to_update(event: RuntimeEvent, message_id: str | None = None, *, plans: bool = False) -> dict[str, Any] | None:
     """The `update` object of a `session/update` notification for one event, or None;
-    `message_id` (a chunk's, from `MessageIds`) is its `messageId`."""
+    `message_id` (a chunk's, from `MessageIds`) is its `messageId`; `plans`: the client takes
+    plan operations (`_plan`)."""
     match event:
         case DrawnDelta(text=text):  # a HAUI fence: its Markdown, and its blocks for a client drawing them
             chunk = _chunk("agent_message_chunk", text, message_id)
@@ -139,12 +171,8 @@ def to_update(event: RuntimeEvent, message_id: str | None = None) -> dict[str, A
             return _with_extra(event.extra, {"sessionUpdate": "tool_call", **tool_call_fields(event)})
         case ToolCallUpdated():
             return _with_extra(event.extra, _tool_update(event))
-        case PlanUpdated(entries=entries):
-            plan = {
-                "sessionUpdate": "plan",
-                "entries": [{"content": e.content, "status": e.status, "priority": e.priority} for e in entries],
-            }
-            return _with_extra(event.extra, plan)
+        case PlanUpdated():
+            return _with_extra(event.extra, _plan(event, plans))
         case UsageReported():
             return _usage(event)
         case TitleChanged(title=title):
@@ -231,11 +259,11 @@ def user_message_chunks(event: PromptReceived, message_id: str | None = None) ->
     return [{"sessionUpdate": "user_message_chunk", "content": block} | meta for block in event.blocks]
 
 
-def live_updates(event: RuntimeEvent, ids: MessageIds | None = None) -> list[dict[str, Any]]:
+def live_updates(event: RuntimeEvent, ids: MessageIds | None = None, *, plans: bool = False) -> list[dict[str, Any]]:
     """What the editor is shown live of one event: `to_update`'s, and a follow-up's prompt (the
     editor did not send it, so it has not shown it) as user message chunks. `ids`: the run's."""
     message_id = None if ids is None else ids.see(event)
     if isinstance(event, PromptReceived) and event.origin is not None:
         return user_message_chunks(event, None if ids is None else prompt_message_id(ids.run_id))
-    update = to_update(event, message_id)
+    update = to_update(event, message_id, plans=plans)
     return [] if update is None else [update]

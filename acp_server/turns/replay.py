@@ -143,8 +143,9 @@ class RunReplay:
     """One run's replay: `feed` it the run's events in order, then `end` it. What it shows
     depends on the run alone (its events, how it ended, `rich`), never on the runs before it."""
 
-    def __init__(self, run_id: str, *, rich: bool) -> None:
+    def __init__(self, run_id: str, *, rich: bool, plans: bool = False) -> None:
         self.run_id = run_id
+        self._plans = plans  # the client takes plan operations (mapping._plan)
         self._merger = _TextMerger()
         self._open_tools = OpenToolCalls()
         self._terminals = _Terminals()
@@ -197,7 +198,7 @@ class RunReplay:
             shown = self._terminals.exited(event)
             if shown is not None and (update := to_update(shown)) is not None:
                 updates.append(update)
-        elif (update := to_update(self._terminals.rewrite(event))) is not None:
+        elif (update := to_update(self._terminals.rewrite(event), plans=self._plans)) is not None:
             updates.append(update)
         return updates
 

@@ -63,6 +63,7 @@ class HermesAdapter:
             cancel_latency=1.0,
             config_options=(response_style_option(),),
             commands=(goals.COMMAND,),
+            system_prompt=True,  # append only (`_run`)
         )
 
     def health(self) -> Health:
@@ -130,8 +131,11 @@ class HermesAdapter:
         gate = Gate(sink, reporter, cwd=turn.cwd, roots=turn.additional_directories)
         _bind(agent, reporter, gate)
         agent.clear_interrupt()  # a cancel that came after the last run ended must not stop this one
-        # Hermes adds this to the system prompt of this run's requests and never stores it.
-        agent.ephemeral_system_prompt = style_context(str(turn.config.get(RESPONSE_STYLE_OPTION, "plain"))) or None
+        # Hermes adds this to the system prompt of this run's requests and never stores it: the
+        # client's system prompt (append; Hermes' own identity cannot be replaced) and the style.
+        style = style_context(str(turn.config.get(RESPONSE_STYLE_OPTION, "plain")))
+        client = turn.system_prompt.text if turn.system_prompt is not None else ""
+        agent.ephemeral_system_prompt = "\n\n".join(part for part in (client, style) if part) or None
         before = _tokens(agent)
         history = transcript.conversation(turn)
         attach(turn.session_id, gate)

@@ -77,6 +77,8 @@ class OpenAIAdapter:
             cancel_latency=1.0,
             mcp_http=mcp_available(),
             auth_methods=(SETUP_METHOD,),
+            system_prompt=True,
+            system_prompt_override=True,
         )
 
     def auth_needed(self) -> str | None:
@@ -188,6 +190,7 @@ class OpenAIAdapter:
         history = History.resume(turn.transcript, turn.history, system)
         history.start_turn(user_message(turn.prompt, sink, cwd=turn.cwd, roots=turn.additional_directories))
         history.style = style_context(str(turn.config.get(RESPONSE_STYLE_OPTION, "plain")))
+        history.instructions = turn.system_prompt
         with self._lock:
             known_model, estimate = self._estimates.get(turn.session_id, (model, context.DEFAULT))
         request = Request(

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.base import Message, Sink, Transcript
+from adapters.base import Message, Sink, SystemPrompt, Transcript
+from adapters.openai.prefix import with_instructions
 
 FORMAT = "openai-chat/1"
 STORED_RESULT_CHARS = 16_000
@@ -47,6 +48,9 @@ class History:
     rebase: bool
     turn_start: int = 0
     style: str = ""  # this turn's response-style context: sent before the prompt, never saved
+    # The client's system prompt, applied to the saved system message as it is sent, never saved:
+    # a session/load or resume that brings another one takes effect at the next request.
+    instructions: SystemPrompt | None = None
 
     @classmethod
     def resume(cls, transcript: Transcript | None, plain_history: Sequence[Message], system: str) -> History:
@@ -85,7 +89,7 @@ class History:
     def framing(self) -> list[dict[str, Any]]:
         """What every request of the turn sends besides the conversation: the system message and
         the turn's style context."""
-        return [self.messages[0], *self._style()]
+        return [self._system(), *self._style()]
 
     def outgoing(self) -> list[dict[str, Any]]:
         """The messages to send: reasoning only on the current turn's assistant messages, and the
@@ -95,7 +99,14 @@ class History:
             for i, m in enumerate(self.messages)
         ]
         sent[self.turn_start : self.turn_start] = self._style()
+        sent[0] = self._system()
         return sent
+
+    def _system(self) -> dict[str, Any]:
+        first = self.messages[0]
+        if self.instructions is None or first.get("role") != "system":
+            return first
+        return {**first, "content": with_instructions(str(first.get("content", "")), self.instructions)}
 
     def _style(self) -> list[dict[str, Any]]:
         return [{"role": "system", "content": self.style}] if self.style else []

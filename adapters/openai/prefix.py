@@ -15,6 +15,7 @@ import platform
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from adapters.base import SystemPrompt
 from adapters.openai.context import DEFAULT
 from adapters.openai.jsonvalues import is_array, is_object
 from adapters.openai.tools import Tool
@@ -33,6 +34,7 @@ TERSE_IDENTITY = """\
 You are a coding agent in the user's editor. Look at the code with the tools before changing it; \
 paths are relative to the working directory. Keep answers short."""
 
+CONTEXT_START = "Working directory: "  # where the context tier begins (`system_message`)
 FIXED_SHARE = 0.125  # a full fixed part over this share of the request budget is sent terse
 TERSE_DESCRIPTION = 160  # characters of a tool's description kept, at most its first sentence
 SCHEMA_PROSE = frozenset({"description", "title", "examples"})
@@ -64,6 +66,15 @@ def system_message(
     context.append(f"Session started on: {day}")
     frozen = TERSE_IDENTITY if terse else f"{IDENTITY}\n\n{GUIDANCE}"
     return f"{frozen}\n\n" + "\n".join(context)
+
+
+def with_instructions(system: str, instructions: SystemPrompt) -> str:
+    """The system message with a client's system prompt: after it (append), or in place of the
+    frozen tier, the context tier kept (override: the tools and the workspace stay the same)."""
+    if not instructions.override:
+        return f"{system}\n\n{instructions.text}"
+    at = system.find(CONTEXT_START)
+    return instructions.text if at < 0 else f"{instructions.text}\n\n{system[at:]}"
 
 
 def tool_schemas(tools: Iterable[Tool], *, terse: bool = False) -> list[dict[str, Any]]:
