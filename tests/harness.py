@@ -110,6 +110,7 @@ class FakeEditor:
         self.terminals: dict[str, subprocess.Popen[bytes]] = {}
         self.terminal_calls: list[str] = []
         self.files_written: list[tuple[str, str]] = []
+        self.version = 1  # the ACP version whose schema checks the server's frames (2 after a v2 initialize)
 
     def dispatcher(self) -> Dispatcher:
         """What our peer serves: updates are recorded, every client method goes to `handlers`."""
@@ -359,7 +360,7 @@ class FakeEditor:
         frame = json.loads(line)  # raises on anything that is not JSON
         self.frames.append(frame)
         if "method" in frame:
-            check_agent_frame(frame, unstable=self.unstable)
+            check_agent_frame(frame, version=self.version, unstable=self.unstable)
             if "id" in frame:
                 self.server_requests.append(frame)
             elif frame["method"] != methods.SESSION_UPDATE:
@@ -370,7 +371,7 @@ class FakeEditor:
 
     def _receive_response(self, frame: dict[str, Any]) -> None:
         request_id = frame.get("id")
-        check_agent_frame(frame, self._methods_by_id.get(request_id), unstable=self.unstable)
+        check_agent_frame(frame, self._methods_by_id.get(request_id), version=self.version, unstable=self.unstable)
         future = self._raw_waiting.pop(request_id, None)
         if future is not None:
             if not future.done():

@@ -451,10 +451,12 @@ def test_hermes_gives_a_v2_client_a_turn_with_a_tool_that_a_restart_resumes_from
     assert calls == ["call_0_read_file"]  # the restarted agent knows its tool call from the journal
 
 
-async def test_a_runner_connection_asked_for_v2_answers_v1_as_the_docs_say(tmp_path):
-    async with hub_serving(tmp_path) as hub, running(hub.agent()) as front:
-        result = await front.request("initialize", {"protocolVersion": 2, "clientCapabilities": {}})
-    assert result["protocolVersion"] == 1  # v2 through the runner is not served yet (docs/protocol.md)
+async def test_a_runner_connection_asked_for_v2_gets_v2_and_one_asked_for_1_gets_v1(tmp_path):
+    async with hub_serving(tmp_path) as hub, running(hub.agent()) as v2, running(hub.agent()) as v1:
+        v2.version = 2
+        result = await v2.request("initialize", {"protocolVersion": 2, "info": {"name": "t", "version": "0"}})
+        assert (await v1.initialize())["protocolVersion"] == 1
+    assert result["protocolVersion"] == 2 and "info" in result  # details: tests/test_v2_runner.py
 
 
 def test_an_agent_below_that_needs_a_login_offers_it_to_a_v2_client_and_auth_login_runs_it(v2_client, tmp_path):

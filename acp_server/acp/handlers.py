@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -91,6 +91,9 @@ from adapters.base import AuthMethod as AdapterAuthMethod
 from journal.errors import JournalError
 from journal.redact import redact_text
 from journal.store import Journal
+
+if TYPE_CHECKING:
+    from acp_server.acp.v2 import V2Surface
 
 log = logging.getLogger(__name__)
 
@@ -247,16 +250,22 @@ class AcpAgent:
 
     def _initialize_v2(self, params: dict[str, Any]) -> dict[str, Any]:
         """v2's client capabilities hold no fs or terminal: our agents use their local ones."""
-        from acp_server.acp.v2 import V2Surface, as_object
+        from acp_server.acp.v2 import as_object
 
         terminal_auth = "terminal" in as_object(as_object(params.get("capabilities")).get("auth"))
         client = ClientCapabilities.from_wire({}, as_object(params.get("info")))
         self.client = replace(client, terminal_auth=terminal_auth)
-        surface = V2Surface(self)
+        surface = self.v2_surface()
         self._table = surface.table()
         self.peer.speak(surface.dialect)
         self._initialized = True
         return surface.initialize_result()
+
+    def v2_surface(self) -> V2Surface:
+        """The v2 handlers of this connection (a runner's send its turns to every connection)."""
+        from acp_server.acp.v2 import V2Surface
+
+        return V2Surface(self)
 
     def _session_capabilities(self) -> SessionCapabilities:
         """Listing, resuming, closing and deleting need the journal; extra directories do not.

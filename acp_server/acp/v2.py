@@ -238,11 +238,15 @@ class V2Surface:
             finally:
                 settled.set()
 
-        self.agent.peer.spawn(turn)
+        self.start(turn)
         await settled.wait()
         if not started:
             raise RpcError(REQUEST_CANCELLED, "The prompt was cancelled before its turn started")
         return {"messageId": prompt_message_id(started[0])}
+
+    def start(self, turn: Callable[[], Awaitable[None]]) -> None:
+        """Run a turn beside its prompt's answer (on this connection: it ends with it)."""
+        self.agent.peer.spawn(turn)
 
     async def _turn(
         self, session: Session, blocks: tuple[dict[str, Any], ...], on_start: OnStart, started: list[str]

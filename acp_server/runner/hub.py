@@ -24,6 +24,7 @@ from anyio.abc import TaskGroup
 from acp_server.acp.handlers import SEQUENTIAL, AcpAgent
 from acp_server.acp.prompting import AgentOptions
 from acp_server.acp.sessions import Session, SessionStore
+from acp_server.acp.v2 import V2Surface
 from acp_server.protocol import methods
 from acp_server.protocol.opening import load_session_params
 from acp_server.rpc.dispatch import Handler
@@ -31,6 +32,7 @@ from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.runner.routes import Client, Routes, current_cursor, current_prompter
 from acp_server.runner.runtimes import AdapterFactory, Runtime, Runtimes
+from acp_server.runner.surface_v2 import RunnerV2Surface
 from acp_server.runner.tokens import READ_ONLY_REFUSED
 from acp_server.turns.supervisor import Ticket, entered
 from acp_server.turns.workers import Workers
@@ -130,6 +132,24 @@ class Hub:
             raise outcome[0]
         return outcome[0]
 
+    def start_turn(self, turn: Callable[[], Awaitable[None]]) -> None:
+        """Run `turn` in the hub's task group, counted live, without waiting for it (ACP v2
+        answers a prompt as its turn starts); it goes on if its connection closes."""
+        assert self._tasks is not None, "the hub is not running"
+
+        async def counted() -> None:
+            self.live_turns += 1
+            self.touch()
+            try:
+                await turn()
+            except Exception:
+                log.exception("a turn failed")
+            finally:
+                self.live_turns -= 1
+                self.touch()
+
+        self._tasks.start_soon(counted)
+
     async def stop_turns(self) -> None:
         """Cancel every running and queued turn, and give them a moment to record how they ended."""
         sessions = self.runtimes.all_live()
@@ -164,7 +184,11 @@ class RunnerAgent(AcpAgent):
         self.hub = hub
         self.runtime = runtime
         self.read_only = read_only
-        self.route = Client(self.peer, read_only=read_only, capabilities=lambda: self.client)
+        self.v2 = True  # a runner connection speaks what its `initialize` asks for (runner.surface_v2)
+        self.version = 1
+        self.route = Client(
+            self.peer, read_only=read_only, capabilities=lambda: self.client, version=lambda: self.version
+        )
         self._closing = False
         self._others: dict[str, tuple[RunnerAgent, dict[str, Handler]]] = {}  # by runtime key
 
@@ -194,9 +218,15 @@ class RunnerAgent(AcpAgent):
         if found is None:
             other = RunnerAgent(self.hub, read_only=self.read_only, runtime=runtime, peer=self.peer)
             found = self._others[runtime.key] = (other, AcpAgent.handlers(other))
+            if self.version == 2:
+                other._table = other.v2_surface().table()
         other = found[0]
         other.client, other.route, other._initialized = self.client, self.route, True
         return found[1]
+
+    def v2_surface(self) -> V2Surface:
+        self.version = 2
+        return RunnerV2Surface(self, start=self.hub.start_turn)
 
     async def on_close(self) -> None:
         """Detach, never cancel: the sessions' turns go on, journaled, until someone loads them."""
@@ -207,21 +237,21 @@ class RunnerAgent(AcpAgent):
         if detached:
             log.info("connection closed; %d session(s) detached", len(detached))
 
-    def _refuse_if_read_only(self, what: str) -> None:
+    def refuse_if_read_only(self, what: str) -> None:
         if self.read_only:
             # The same code as the remote transport's allowlist (tokens.READ_ONLY_METHODS), which
             # refuses first; this is the handlers' own guard, for every kind of connection.
             raise RpcError(READ_ONLY_REFUSED, f"This connection is read-only (it may not {what})", {"readOnly": True})
 
     async def handle_session_new(self, params: dict[str, Any]) -> dict[str, Any]:
-        self._refuse_if_read_only("create sessions")
+        self.refuse_if_read_only("create sessions")
         result = await super().handle_session_new(params)
         self.hub.routes.attach(result["sessionId"], self.route)
         return result
 
     async def handle_session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
         """A fork (ACP unstable) is a new session: this connection has it open, as after session/new."""
-        self._refuse_if_read_only("fork sessions")
+        self.refuse_if_read_only("fork sessions")
         result = await super().handle_session_fork(params)
         self.hub.routes.attach(result["sessionId"], self.route)
         return result
@@ -229,8 +259,8 @@ class RunnerAgent(AcpAgent):
     async def handle_session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         """Queued behind the running turn (whoever sent it) and answered when its own turn ends;
         the turn's file and terminal requests go to this connection while it is attached."""
-        self._refuse_if_read_only("prompt")
-        await self._join(params)
+        self.refuse_if_read_only("prompt")
+        await self.join(params)
         session_id = params.get("sessionId")
         current_prompter.set(self.peer)  # inherited by the turn's task, started below
         tickets: list[Ticket] = []
@@ -252,25 +282,27 @@ class RunnerAgent(AcpAgent):
 
     async def handle_session_cancel(self, params: dict[str, Any]) -> dict[str, Any]:
         """From any connection that has the session open, but a read-only one."""
-        self._refuse_if_read_only("cancel turns")
+        self.refuse_if_read_only("cancel turns")
         session_id = params.get("sessionId")
         if isinstance(session_id, str) and self.peer not in self.hub.routes.clients(session_id):
             log.info("session/cancel from a connection without the session open ignored")
             return {}
+        if isinstance(session_id, str) and self.sessions.live(session_id) is not None:
+            self.hub.routes.v2.cancelling(session_id)  # its open tool calls end `cancelled` in v2
         return await super().handle_session_cancel(params)
 
     async def handle_session_set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
         """Every connection with the session open is told the new mode (this one opens it)."""
-        self._refuse_if_read_only("change modes")
-        await self._join(params)
+        self.refuse_if_read_only("change modes")
+        await self.join(params)
         return await super().handle_session_set_mode(params)
 
     async def handle_session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
-        self._refuse_if_read_only("change options")
-        await self._join(params)
+        self.refuse_if_read_only("change options")
+        await self.join(params)
         return await super().handle_session_set_config_option(params)
 
-    async def _join(self, params: dict[str, Any]) -> None:
+    async def join(self, params: dict[str, Any]) -> None:
         """A connection that prompts or changes a session has it open from then on (an unknown
         session is the handler's -32002)."""
         session_id = params.get("sessionId")
@@ -279,7 +311,7 @@ class RunnerAgent(AcpAgent):
             self.hub.routes.attach(session_id, self.route)
 
     async def handle_session_delete(self, params: dict[str, Any]) -> dict[str, Any]:
-        self._refuse_if_read_only("delete sessions")
+        self.refuse_if_read_only("delete sessions")
         return await super().handle_session_delete(params)
 
     async def handle_session_close(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -315,27 +347,32 @@ class RunnerAgent(AcpAgent):
     async def handle_session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """The history (a turn still running included), the answer, then the turn's live rest."""
         session = await self.reattach(load_session_params(params))
-        await self._open_here(session, history=True)
+        await self.open_here(session, history=True)
         return self.reopened(session)
 
     async def handle_session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         """No history; but a turn still running is shown from its start, then goes on live, so
         the editor never gets a tail without its beginning."""
         session = await self.reattach(load_session_params(params))
-        await self._open_here(session, history=False)
+        await self.open_here(session, history=False)
         return self.reopened(session)
 
-    async def _open_here(self, session: Session, *, history: bool) -> None:
-        """Replay the history (or only the turn running now), then, after the answer, the live
-        rest: updates made meanwhile are held, and those the replay did not include follow the
-        answer (each event exactly once). Other connections keep the session open."""
+    async def open_here(
+        self, session: Session, *, history: bool, tail: bool = True, then: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        """Replay the history (or only the turn running now, with `tail`), then `then`, then,
+        after the answer, the live rest: updates made meanwhile are held, and those the replay
+        did not include follow the answer (each event exactly once). Other connections keep the
+        session open."""
         routes = self.hub.routes
         routes.begin_load(session.id, self.route)  # before the journal is read: a turn starting now is held
         seen: dict[str, int] = {}  # run id -> the last seq the replay showed
         try:
-            run_id = None if history else await self._running_run(session.id)
+            run_id = None if history or not tail else await self._running_run(session.id)
             if history or run_id is not None:
                 await self.replay(session, run_id=run_id, seen=seen)
+            if then is not None:
+                await then()
         except BaseException:
             routes.abort_load(session.id, self.peer)
             raise

@@ -5,7 +5,9 @@ A turn in the runner talks to "the editors of its session", not to the connectio
 nowhere while none is: they are in the journal already). A question the user answers (permission,
 form) goes to every attached connection able to answer, the first answer wins and the other copies
 are withdrawn (`$/cancel_request`); a file or terminal request goes to one connection that offers
-it: the one whose prompt runs the turn when it is attached, else the earliest attached. With no connection to ask,
+it: the one whose prompt runs the turn when it is attached, else the earliest attached. Each update is
+encoded once per ACP version its connections speak (v2's rewritten by `fanout`); a question goes
+through each connection's own peer, which asks it in its version. With no connection to ask,
 a request waits for one, up to `detached_wait` seconds. A connection loading (or resuming) the
 session holds its live updates until its replay has answered, then gets those the replay did not
 cover, and is asked nothing until then.
@@ -25,6 +27,7 @@ from acp_server.protocol import methods
 from acp_server.rpc.errors import INTERNAL_ERROR, PeerClosedError, RequestTimeoutError, RpcError
 from acp_server.rpc.outbox import encode
 from acp_server.rpc.peer import Peer
+from acp_server.runner.fanout import FanOut
 from acp_server.turns.client import ClientCapabilities
 from acp_server.turns.mapping import PLAN_OPERATIONS, stable_plan
 
@@ -66,6 +69,7 @@ class Client:
     peer: Peer
     read_only: bool = False
     capabilities: Callable[[], ClientCapabilities] = ClientCapabilities
+    version: Callable[[], int] = lambda: 1  # the ACP version its `initialize` chose
 
     def can_answer(self, method: str, params: dict[str, Any] | None = None) -> bool:
         """Whether to ask it `method`: never a watcher (its answers never count), and a form,
@@ -97,6 +101,7 @@ class Routes(Peer):
         self._members: dict[str, dict[Peer, _Member]] = {}  # session -> its connections, oldest first
         self._changed: dict[str, anyio.Event] = {}
         self._asking: dict[str, int] = {}  # session -> questions open (asked, not yet answered)
+        self.v2 = FanOut()  # what v2 connections are sent, rewritten once for all of them
 
     def clients(self, session_id: str) -> list[Peer]:
         return list(self._members.get(session_id, {}))
@@ -135,7 +140,8 @@ class Routes(Peer):
             if cursor is not None and cursor[1] <= seen.get(cursor[0], -1):
                 continue  # the replay showed it already
             try:
-                await peer.notify(method, params)
+                for frame in self._encoded(member.client.version(), method, params):
+                    await peer.notify_encoded(frame)
             except PeerClosedError:
                 break
         member.buffer = None
@@ -189,7 +195,8 @@ class Routes(Peer):
         cursor = current_cursor.get()
         planned = _plan_operation(params)
         stable = None if planned is None else _stable_form(planned)
-        frames: dict[bool, bytes] = {}  # each form encoded once, for every connection it goes to
+        # Each form (ACP version, plan operations or not) encoded once, for every connection it goes to.
+        frames: dict[tuple[int, bool], list[bytes]] = {}
         for peer, member in list(self._members.get(session_id, {}).items()):
             as_sent = planned is None or member.client.capabilities().plan
             shown = params if as_sent else stable
@@ -198,13 +205,19 @@ class Routes(Peer):
             if member.buffer is not None:
                 member.buffer.append((cursor, method, shown))
                 continue
-            frame = frames.get(as_sent)
-            if frame is None:
-                frame = frames[as_sent] = encode({"jsonrpc": "2.0", "method": method, "params": shown})
+            form = (member.client.version(), as_sent)
+            if form not in frames:
+                frames[form] = self._encoded(form[0], method, shown)
             try:
-                await peer.notify_encoded(frame)
+                for frame in frames[form]:
+                    await peer.notify_encoded(frame)
             except PeerClosedError:
                 log.info("an update for session %s met a closing connection", session_id)
+
+    def _encoded(self, version: int, method: str, params: dict[str, Any]) -> list[bytes]:
+        """The frames a connection speaking `version` is sent for one notification."""
+        sent = [(method, params)] if version == 1 else self.v2.notification(method, params)
+        return [encode({"jsonrpc": "2.0", "method": name, "params": shown}) for name, shown in sent]
 
     async def request(self, method: str, params: dict[str, Any], *, timeout: float | None = None) -> Any:
         """A question goes to every connection able to answer it; any other request to one."""
