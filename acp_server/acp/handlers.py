@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -86,6 +86,9 @@ from journal.errors import JournalError
 from journal.redact import redact_text
 from journal.store import Journal
 
+if TYPE_CHECKING:
+    from acp_server.acp.v2 import V2Surface
+
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
@@ -129,6 +132,7 @@ class AcpAgent:
         # v2 rewrites what the turns send on this peer; a runner's turns send on `outbound`.
         self.v2 = outbound is None
         self._table: dict[str, Handler] = {}
+        self.v2_surface: V2Surface | None = None  # the v2 handlers, once initialize chose v2
         self._initialized = False
         self._commands = available_commands(self.capabilities)
         self.prompts = Prompts(
@@ -241,7 +245,7 @@ class AcpAgent:
         terminal_auth = "terminal" in as_object(as_object(params.get("capabilities")).get("auth"))
         client = ClientCapabilities.from_wire({}, as_object(params.get("info")))
         self.client = replace(client, terminal_auth=terminal_auth)
-        surface = V2Surface(self)
+        surface = self.v2_surface = V2Surface(self)
         self._table = surface.table()
         self.peer.speak(surface.dialect)
         self._initialized = True
@@ -276,6 +280,8 @@ class AcpAgent:
         """The client went away: cancel every running and queued turn, and (briefly, as the
         process is about to exit) let the adapter free what it keeps per session."""
         self.prompts.connection_lost()  # before the cancel: the turns it ends lost their client
+        if self.v2_surface is not None:
+            self.v2_surface.dialect.background.close()
         sessions = self.sessions.all_live()
         for session in sessions:
             session.queue.cancel_all()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import anyio
 
 import acp_server
+from acp_server.acp.v2_background import Background
 from acp_server.protocol import methods
 from acp_server.protocol.opening import load_session_params
 from acp_server.rpc.errors import (
@@ -48,9 +49,17 @@ class V2Dialect:
     """What a v2 connection is sent: every update through `mapping_v2`, permission requests in
     v2's shape, and `requires_action` while one waits (running again once none does)."""
 
-    def __init__(self) -> None:
+    def __init__(self, peer: Peer, busy: Callable[[str], bool]) -> None:
         self._asking: dict[str, int] = {}  # session -> permission questions open
         self._cancelling: set[str] = set()  # sessions whose turn this client cancelled, until idle
+        self._busy = busy
+        self.background = Background(peer, self.state_now)
+
+    def state_now(self, session_id: str) -> str:
+        """The session's foreground state as this client was last told it."""
+        if self._asking.get(session_id):
+            return "requires_action"
+        return "running" if self._busy(session_id) else "idle"
 
     def cancelling(self, session_id: str) -> None:
         """The client cancelled the session's turn: the tool calls it leaves open end `cancelled`."""
@@ -67,6 +76,10 @@ class V2Dialect:
             shown = mapping_v2.cancelled(shown)
             if shown.get("sessionUpdate") == "state_update" and shown.get("state") == "idle":
                 self._cancelling.discard(session_id)
+        if shown.get("sessionUpdate") == "tool_call_update":
+            shown = self.background.tool_call(session_id, shown)
+        if shown.get("sessionUpdate") == "state_update":
+            return [(name, {**params, **notice}) for name, notice in self.background.state(session_id, shown)]
         return [(method, {**params, "update": shown})]
 
     def request(self, method: str, params: dict[str, Any]) -> tuple[list[Notice], dict[str, Any]]:
@@ -74,7 +87,7 @@ class V2Dialect:
             return [], params
         session_id = params["sessionId"]
         self._asking[session_id] = self._asking.get(session_id, 0) + 1
-        before = [] if self._asking[session_id] > 1 else [_state(session_id, "requires_action")]
+        before = [] if self._asking[session_id] > 1 else self._state(session_id, "requires_action")
         return before, mapping_v2.permission_request(params)
 
     def answered(self, method: str, params: dict[str, Any]) -> list[Notice]:
@@ -85,11 +98,10 @@ class V2Dialect:
         if left:
             self._asking[session_id] = left
             return []
-        return [_state(session_id, "running")]
+        return self._state(session_id, "running")
 
-
-def _state(session_id: str, state: str, **fields: Any) -> Notice:
-    return methods.SESSION_UPDATE, {"sessionId": session_id, "update": mapping_v2.state_update(state, **fields)}
+    def _state(self, session_id: str, state: str) -> list[Notice]:
+        return self.background.state(session_id, mapping_v2.state_update(state))
 
 
 class ServedAgent(Protocol):
@@ -122,7 +134,11 @@ class V2Surface:
 
     def __init__(self, agent: ServedAgent) -> None:
         self.agent = agent
-        self.dialect = V2Dialect()
+        self.dialect = V2Dialect(agent.peer, self._busy)
+
+    def _busy(self, session_id: str) -> bool:
+        session = self.agent.sessions.live(session_id)
+        return session is not None and session.queue.busy()
 
     def table(self) -> dict[str, Handler]:
         agent = self.agent
@@ -134,6 +150,8 @@ class V2Surface:
             methods.SESSION_PROMPT: self.handle_session_prompt,
             methods.SESSION_CANCEL: self.handle_session_cancel,
             methods.SESSION_SET_CONFIG_OPTION: self.handle_session_set_config_option,
+            methods.TERMINAL_CANCEL: self.dialect.background.cancel_terminal,
+            methods.TOOL_CALL_CANCEL: self.dialect.background.cancel_tool_call,
         }
         if agent.journal is not None:
             table |= {
@@ -171,6 +189,7 @@ class V2Surface:
 
     async def handle_session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         result = await self.agent.handle_session_new(params)
+        self.dialect.background.follow(result["sessionId"])
         return {"sessionId": result["sessionId"], "configOptions": mapping_v2.config_options(result["configOptions"])}
 
     async def handle_session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -193,6 +212,7 @@ class V2Surface:
         if replay_from is not None and as_object(replay_from).get("type") != "start":
             raise invalid_params(FieldProblem("replayFrom.type", "is not supported"), message="replayFrom: only start")
         session = await self.agent.reattach(load_session_params(params))
+        self.dialect.background.follow(session.id)
         if replay_from is not None:
             await self.agent.replay(session)
         await self.agent.peer.notify(

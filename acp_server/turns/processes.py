@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 
 import anyio
 
@@ -42,12 +43,16 @@ class OutputTail:
         return self._data.decode("utf-8", errors="replace")
 
 
-async def run_local(command: str, *, cwd: str, timeout: float | None) -> CommandResult:
+Left = Callable[[Descendants], None]
+
+
+async def run_local(command: str, *, cwd: str, timeout: float | None, left: Left | None = None) -> CommandResult:
+    """Run `command` to its end; `left` is told what a finished command left running."""
     with adopting():
-        return await _run(command, cwd=cwd, timeout=timeout)
+        return await _run(command, cwd=cwd, timeout=timeout, left=left)
 
 
-async def _run(command: str, *, cwd: str, timeout: float | None) -> CommandResult:
+async def _run(command: str, *, cwd: str, timeout: float | None, left: Left | None) -> CommandResult:
     descendants = Descendants()
     process = await asyncio.create_subprocess_exec(
         *await LIFELINE.argv(command),
@@ -69,6 +74,8 @@ async def _run(command: str, *, cwd: str, timeout: float | None) -> CommandResul
         with anyio.CancelScope(shield=True):
             if finished:
                 descendants.keep_track()
+                if left is not None and descendants.alive_pids():
+                    left(descendants)
             else:  # timed out or cancelled: nothing the command started may go on
                 await descendants.kill_all()  # first, while the tree still hangs from the command
                 _kill_group(process)

@@ -1,0 +1,99 @@
+"""ACP v2's background work through the official TS SDK's v2 client (tests/clients/v2-client.mjs):
+a command that leaves a process running after its turn is listed in `state_update.background` as
+a terminal, `terminal/cancel` stops it (the pid checked), and `tool_call/cancel` stops a long
+command mid-turn. Real subprocesses; every frame checked against the v2 schema (test_v2.run_v2).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from test_v2 import run_v2, v2_client  # noqa: F401  (the fixture)
+
+SCRIPT = {
+    "contextWindow": 1000,
+    "scenarios": [
+        {
+            "match": "background",
+            "steps": [
+                {"tool": "Start a sleeper", "kind": "execute", "run": "sleep 30 >/dev/null 2>&1 & echo $!"},
+                {"say": "It runs on."},
+            ],
+        },
+        {
+            "match": "long",
+            "steps": [
+                {"tool": "Sleep long", "kind": "execute", "run": "echo started; exec sleep 30"},
+                {"say": "The command ended."},
+            ],
+        },
+        {"match": "", "steps": [{"say": "short reply"}]},
+    ],
+}
+
+
+def args(tmp_path: Path) -> list[str]:
+    script = tmp_path / "background-script.json"
+    script.write_text(json.dumps(SCRIPT))
+    return ["--agent", "scripted", "--script", str(script), "--db", str(tmp_path / "journal.db")]
+
+
+def states(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [u for u in updates if u["sessionUpdate"] == "state_update"]
+
+
+def test_a_command_left_running_after_a_turn_is_listed_idle_and_terminal_cancel_stops_it(v2_client, tmp_path):  # noqa: F811
+    steps = [{"do": "new"}, {"do": "prompt", "text": "background please"}, {"do": "cancelTerminal"}]
+    summary = run_v2(v2_client, tmp_path, steps, args=args(tmp_path))
+    turn, cancel = summary["steps"][1], summary["steps"][2]
+    idle = states(turn["updates"])[-1]
+    assert idle["state"] == "idle" and idle["stopReason"] == "end_turn"
+    assert [b["type"] for b in idle["background"]] == ["terminal"]
+    terminal_id = idle["background"][0]["terminalId"]
+    announced = [u for u in turn["updates"] if u["sessionUpdate"] == "terminal_update"]
+    assert announced[0]["terminalId"] == terminal_id and announced[0]["capabilities"] == {"cancel": {}}
+    assert "sleep 30" in announced[0]["command"]
+    assert turn["updates"].index(announced[0]) < turn["updates"].index(idle)  # announced before listed
+    assert states(turn["updates"])[0]["background"] == []  # every state update carries the list
+
+    assert cancel["result"] == {} and cancel["terminalId"] == terminal_id
+    assert cancel["alive"] == {"before": True, "after": False}
+    assert not Path(f"/proc/{cancel['pid']}").exists()
+    ended = [u for u in cancel["updates"] if u["sessionUpdate"] == "terminal_update"]
+    assert ended == [
+        {"sessionUpdate": "terminal_update", "terminalId": terminal_id, "exitStatus": {"signal": "SIGKILL"}}
+        | {"capabilities": None}
+    ]
+    after = states(cancel["updates"])[-1]
+    assert after["state"] == "idle" and after["background"] == [] and "stopReason" not in after
+
+
+def test_terminal_cancel_of_an_unknown_terminal_is_refused_invalid_params(v2_client, tmp_path):  # noqa: F811
+    cancel = {"sessionId": "$SESSION", "terminalId": "bg-nothing"}
+    steps = [
+        {"do": "new"},
+        {"do": "request", "method": "terminal/cancel", "params": cancel},
+        {"do": "request", "method": "tool_call/cancel", "params": {"sessionId": "$SESSION", "toolCallId": "nope"}},
+    ]
+    summary = run_v2(v2_client, tmp_path, steps, args=args(tmp_path))
+    assert summary["steps"][1]["error"]["code"] == -32602
+    assert summary["steps"][2]["error"]["code"] == -32602
+
+
+def test_tool_call_cancel_stops_a_long_command_mid_turn_and_the_tool_call_ends_cancelled(v2_client, tmp_path):  # noqa: F811
+    steps = [{"do": "new"}, {"do": "cancelToolCall", "text": "long command"}]
+    summary = run_v2(v2_client, tmp_path, steps, args=args(tmp_path))
+    step = summary["steps"][1]
+    assert step["cancel"] == {}
+    calls = [u for u in step["updates"] if u["sessionUpdate"] == "tool_call_update"]
+    offered = next(u for u in calls if u.get("capabilities"))
+    final = [u for u in calls if u.get("status") in ("completed", "failed", "cancelled")]
+    assert [u["status"] for u in final] == ["cancelled"]
+    assert final[0]["toolCallId"] == offered["toolCallId"] and final[0]["capabilities"] is None
+    idle = states(step["updates"])[-1]
+    assert idle["state"] == "idle" and idle["stopReason"] == "end_turn"  # the turn went on: only the call stopped
+    assert idle["background"] == []
+    said = "".join(u["content"]["text"] for u in step["updates"] if u["sessionUpdate"] == "agent_message_chunk")
+    assert "The command ended." in said
