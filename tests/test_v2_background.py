@@ -7,6 +7,8 @@ command mid-turn. Real subprocesses; every frame checked against the v2 schema (
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,13 @@ SCRIPT = {
             "steps": [
                 {"tool": "Start a sleeper", "kind": "execute", "run": "sleep 30 >/dev/null 2>&1 & echo $!"},
                 {"say": "It runs on."},
+            ],
+        },
+        {
+            "match": "brief",
+            "steps": [
+                {"tool": "Start a brief one", "kind": "execute", "run": "sleep 0.2 >/dev/null 2>&1 & echo $!"},
+                {"say": "It ends soon."},
             ],
         },
         {
@@ -68,6 +77,43 @@ def test_a_command_left_running_after_a_turn_is_listed_idle_and_terminal_cancel_
     ]
     after = states(cancel["updates"])[-1]
     assert after["state"] == "idle" and after["background"] == [] and "stopReason" not in after
+
+
+def test_a_background_command_that_ends_by_itself_is_reported_exited_and_dropped_from_the_list(
+    v2_client,  # noqa: F811
+    tmp_path,
+):
+    steps = [{"do": "new"}, {"do": "prompt", "text": "brief please"}, {"do": "backgroundEnds"}]
+    summary = run_v2(v2_client, tmp_path, steps, args=args(tmp_path))
+    turn, ended = summary["steps"][1], summary["steps"][2]
+    updates = turn["updates"] + ended["updates"]
+    (terminal_id,) = {u["terminalId"] for u in updates if u["sessionUpdate"] == "terminal_update"}
+    exits = [u for u in updates if u["sessionUpdate"] == "terminal_update" and "exitStatus" in u]
+    assert exits == [
+        {"sessionUpdate": "terminal_update", "terminalId": terminal_id, "exitStatus": {}, "capabilities": None}
+    ]
+    last = states(updates)[-1]
+    assert updates.index(exits[0]) < updates.index(last) and last["background"] == []
+    assert not Path(f"/proc/{ended['pid']}").exists()  # reaped by the server that adopted it
+
+
+def test_a_client_that_leaves_with_work_in_the_background_lets_the_server_exit_and_the_work_run_on(
+    v2_client,  # noqa: F811
+    tmp_path,
+):
+    steps = [{"do": "new"}, {"do": "prompt", "text": "background please"}]
+    summary = run_v2(v2_client, tmp_path, steps, args=args(tmp_path))  # a slow exit would be a problem
+    pid = next(
+        int(item["content"]["text"])
+        for u in summary["steps"][1]["updates"]
+        if u["sessionUpdate"] == "tool_call_update"
+        for item in u.get("content", [])
+        if item.get("content", {}).get("text", "").strip().isdigit()
+    )
+    try:
+        assert Path(f"/proc/{pid}").exists()  # a command's leftovers outlive the connection, as in v1
+    finally:
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_terminal_cancel_of_an_unknown_terminal_is_refused_invalid_params(v2_client, tmp_path):  # noqa: F811

@@ -22,6 +22,7 @@
 //      | {"do": "cancelTerminal"}                              terminal/cancel of the first terminal the
 //                                                              last state listed, then read until a state
 //                                                              without it (`alive`: its pid before/after)
+//      | {"do": "backgroundEnds"}                              read until a state listing no background work
 //      | {"do": "cancelToolCall", "text": "…"}                 prompt; once a tool call offers cancel,
 //                                                              tool_call/cancel it, then read until idle
 //      | {"do": "restart"}                                       a new server process (same arguments)
@@ -226,6 +227,10 @@ async function runStep(conn, ctx, step) {
     await gone;
     got.alive.after = alive(pid);
     got.pid = pid;
+  } else if (step.do === "backgroundEnds") {
+    const listed = state.updates.filter(isState).at(-1)?.background ?? [];
+    if (listed.length) await until((u) => isState(u) && u.background?.length === 0, "background work ends");
+    got.pid = printedPid(state.updates);
   } else if (step.do === "cancelToolCall") {
     const offered = until((u) => u.sessionUpdate === "tool_call_update" && u.capabilities?.cancel, "cancel offered");
     const ended = until(idle, `idle after ${step.text}`);
