@@ -116,16 +116,19 @@ def test_a_client_that_leaves_with_work_in_the_background_lets_the_server_exit_a
         os.kill(pid, signal.SIGKILL)
 
 
-def test_terminal_cancel_of_an_unknown_terminal_is_refused_invalid_params(v2_client, tmp_path):  # noqa: F811
+def test_cancelling_an_unknown_terminal_or_tool_call_or_another_session_s_is_refused_invalid_params(
+    v2_client,  # noqa: F811
+    tmp_path,
+):
     cancel = {"sessionId": "$SESSION", "terminalId": "bg-nothing"}
     steps = [
         {"do": "new"},
         {"do": "request", "method": "terminal/cancel", "params": cancel},
         {"do": "request", "method": "tool_call/cancel", "params": {"sessionId": "$SESSION", "toolCallId": "nope"}},
+        {"do": "request", "method": "terminal/cancel", "params": {"sessionId": "sess_not_ours", "terminalId": "bg-x"}},
     ]
     summary = run_v2(v2_client, tmp_path, steps, args=args(tmp_path))
-    assert summary["steps"][1]["error"]["code"] == -32602
-    assert summary["steps"][2]["error"]["code"] == -32602
+    assert [step["error"]["code"] for step in summary["steps"][1:]] == [-32602] * 3
 
 
 def test_tool_call_cancel_stops_a_long_command_mid_turn_and_the_tool_call_ends_cancelled(v2_client, tmp_path):  # noqa: F811

@@ -125,14 +125,23 @@ class Background:
 
     # --- the client's requests ---------------------------------------------------------------
 
+    def _ids(self, params: dict[str, Any], name: str) -> tuple[str, str]:
+        """The session and item a cancel names: only a session this connection follows."""
+        session_id, item = params.get("sessionId"), params.get(name)
+        if not isinstance(session_id, str) or not isinstance(item, str):
+            raise invalid_params(FieldProblem(name, "sessionId and it must be strings"), message=f"{name} needed")
+        if session_id not in self._shown:
+            raise invalid_params(FieldProblem("sessionId", "is not a session of this connection"))
+        return session_id, item
+
     async def cancel_terminal(self, params: dict[str, Any]) -> dict[str, Any]:
-        session_id, terminal_id = _ids(params, "terminalId")
+        session_id, terminal_id = self._ids(params, "terminalId")
         if not await background.cancel_terminal(session_id, terminal_id):
             raise invalid_params(FieldProblem("terminalId", "is unknown or has exited"), message="no such terminal")
         return {}
 
     async def cancel_tool_call(self, params: dict[str, Any]) -> dict[str, Any]:
-        session_id, tool_call_id = _ids(params, "toolCallId")
+        session_id, tool_call_id = self._ids(params, "toolCallId")
         self._stopped.add((session_id, tool_call_id))
         if not background.cancel_tool_call(session_id, tool_call_id):
             self._stopped.discard((session_id, tool_call_id))
@@ -143,13 +152,6 @@ class Background:
 def mapping_state(state: str) -> dict[str, Any]:
     """A state update that ends no foreground work (so no stop reason)."""
     return {"sessionUpdate": "state_update", "state": state}
-
-
-def _ids(params: dict[str, Any], name: str) -> tuple[str, str]:
-    session_id, item = params.get("sessionId"), params.get(name)
-    if not isinstance(session_id, str) or not isinstance(item, str):
-        raise invalid_params(FieldProblem(name, "sessionId and it must be strings"), message=f"{name} needed")
-    return session_id, item
 
 
 def _notice(session_id: str, update: dict[str, Any]) -> Notice:
