@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
-from test_v2 import run_v2, v2_client  # noqa: F401  (the fixture)
+from test_v2 import FAKE_AGENT, run_v2, v2_client  # noqa: F401  (the fixture)
 
 SCRIPT = {
     "contextWindow": 1000,
@@ -146,3 +147,21 @@ def test_tool_call_cancel_stops_a_long_command_mid_turn_and_the_tool_call_ends_c
     assert idle["background"] == []
     said = "".join(u["content"]["text"] for u in step["updates"] if u["sessionUpdate"] == "agent_message_chunk")
     assert "The command ended." in said
+
+
+def test_an_acp_agent_below_whose_terminal_command_leaves_work_running_shows_it_and_terminal_cancel_stops_it(
+    v2_client,  # noqa: F811
+    tmp_path,
+):
+    below = ["--agent", "acp", "--db", str(tmp_path / "journal.db"), "--"]
+    below += [sys.executable, FAKE_AGENT, "--store", str(tmp_path / "store.json"), "--v1"]
+    create = {"command": "/bin/sh", "args": ["-c", "sleep 30 >/dev/null 2>&1 & echo $!"]}
+    steps = [{"do": "new"}, {"do": "prompt", "text": "terminal " + json.dumps({"create": create})}]
+    steps.append({"do": "cancelTerminal"})
+    summary = run_v2(v2_client, tmp_path, steps, args=below)
+    turn, cancel = summary["steps"][1], summary["steps"][2]
+    idle = states(turn["updates"])[-1]
+    assert idle["state"] == "idle" and [b["terminalId"] for b in idle["background"]] == [cancel["terminalId"]]
+    assert cancel["result"] == {} and cancel["alive"] == {"before": True, "after": False}
+    assert not Path(f"/proc/{cancel['pid']}").exists()
+    assert states(cancel["updates"])[-1]["background"] == []
