@@ -58,6 +58,8 @@ class Background:
             self._shown[session_id] = {}
             background.listen(session_id, heard)
             self._listening.append((session_id, heard))
+        for left in background.leftovers(session_id):  # left by a turn of another connection
+            background.watch(left, self._spawn_watch)
 
     def _heard(self, session_id: str, what: str, item: Leftover | str) -> None:
         try:
