@@ -6,6 +6,7 @@ command mid-turn. Real subprocesses; every frame checked against the v2 schema (
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -32,6 +33,7 @@ SCRIPT = {
                 {"say": "It ends soon."},
             ],
         },
+        {"match": "chatty", "steps": [{"tool": "Count", "kind": "execute", "run": "echo one; echo two >&2; exit 3"}]},
         {
             "match": "long",
             "steps": [
@@ -62,7 +64,9 @@ def test_a_command_left_running_after_a_turn_is_listed_idle_and_terminal_cancel_
     assert idle["state"] == "idle" and idle["stopReason"] == "end_turn"
     assert [b["type"] for b in idle["background"]] == ["terminal"]
     terminal_id = idle["background"][0]["terminalId"]
-    announced = [u for u in turn["updates"] if u["sessionUpdate"] == "terminal_update"]
+    announced = [
+        u for u in turn["updates"] if u["sessionUpdate"] == "terminal_update" and u["terminalId"] == terminal_id
+    ]
     assert announced[0]["terminalId"] == terminal_id and announced[0]["capabilities"] == {"cancel": {}}
     assert "sleep 30" in announced[0]["command"]
     assert turn["updates"].index(announced[0]) < turn["updates"].index(idle)  # announced before listed
@@ -88,8 +92,8 @@ def test_a_background_command_that_ends_by_itself_is_reported_exited_and_dropped
     summary = run_v2(v2_client, tmp_path, steps, args=args(tmp_path))
     turn, ended = summary["steps"][1], summary["steps"][2]
     updates = turn["updates"] + ended["updates"]
-    (terminal_id,) = {u["terminalId"] for u in updates if u["sessionUpdate"] == "terminal_update"}
-    exits = [u for u in updates if u["sessionUpdate"] == "terminal_update" and "exitStatus" in u]
+    terminal_id = next(u["background"][0]["terminalId"] for u in states(updates) if u["background"])
+    exits = [u for u in updates if u.get("terminalId") == terminal_id and "exitStatus" in u]
     assert exits == [
         {"sessionUpdate": "terminal_update", "terminalId": terminal_id, "exitStatus": {}, "capabilities": None}
     ]
@@ -115,6 +119,23 @@ def test_a_client_that_leaves_with_work_in_the_background_lets_the_server_exit_a
         assert Path(f"/proc/{pid}").exists()  # a command's leftovers outlive the connection, as in v1
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+def test_a_tool_call_s_command_is_shown_live_as_a_v2_terminal_its_output_and_its_exit(v2_client, tmp_path):  # noqa: F811
+    summary = run_v2(v2_client, tmp_path, [{"do": "new"}, {"do": "prompt", "text": "chatty"}], args=args(tmp_path))
+    updates = summary["steps"][1]["updates"]
+    created = next(u for u in updates if u["sessionUpdate"] == "terminal_update")
+    terminal_id = created["terminalId"]
+    assert created["command"] == "echo one; echo two >&2; exit 3" and created["cwd"].endswith("workspace")
+    shown = next(u for u in updates if u["sessionUpdate"] == "tool_call_update" and "content" in u)
+    assert shown["content"] == [{"type": "terminal", "terminalId": terminal_id}]
+    chunks = [u for u in updates if u["sessionUpdate"] == "terminal_output_chunk"]
+    assert {u["terminalId"] for u in chunks} == {terminal_id}
+    assert b"".join(base64.b64decode(u["data"]) for u in chunks) == b"one\ntwo\n"
+    ended = next(u for u in updates if u["sessionUpdate"] == "terminal_update" and "exitStatus" in u)
+    assert ended == {"sessionUpdate": "terminal_update", "terminalId": terminal_id, "exitStatus": {"exitCode": 3}}
+    final = next(u for u in updates if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "failed")
+    assert updates.index(chunks[-1]) < updates.index(ended) < updates.index(final)
 
 
 def test_cancelling_an_unknown_terminal_or_tool_call_or_another_session_s_is_refused_invalid_params(

@@ -10,6 +10,7 @@ and its `exitStatus` is sent before the first list without it.
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,8 +29,9 @@ CANCEL: dict[str, Any] = {"cancel": {}}
 Notice = tuple[str, dict[str, Any]]
 
 
-class Background:
-    """What one v2 connection has shown of its sessions' background work."""
+class Background(background.Watcher):
+    """What one v2 connection has shown of its sessions' background work, and the terminals
+    (`term-…`) in which it shows a tool call's local command live."""
 
     def __init__(self, peer: Peer, state: Callable[[str], str]) -> None:
         self._peer = peer
@@ -47,6 +49,7 @@ class Background:
             scope.cancel()
         for session_id, listener in self._listening:
             background.unlisten(session_id, listener)
+            background.hide_live(session_id, self)
 
     def follow(self, session_id: str) -> None:
         """Show this session's background work (on session/new and session/resume)."""
@@ -57,6 +60,7 @@ class Background:
         if session_id not in self._shown:
             self._shown[session_id] = {}
             background.listen(session_id, heard)
+            background.show_live(session_id, self)
             self._listening.append((session_id, heard))
         for left in background.leftovers(session_id):  # left by a turn of another connection
             background.watch(left, self._spawn_watch)
@@ -96,6 +100,25 @@ class Background:
             await self._peer.notify(methods.SESSION_UPDATE, {"sessionId": session_id, "update": update})
         except PeerClosedError:
             log.info("the client left before session %s's background work was shown", session_id)
+
+    # --- a tool call's command, live ------------------------------------------------------
+
+    async def started(self, session_id: str, terminal_id: str, tool_call_id: str, command: str, cwd: str) -> None:
+        terminal = {"sessionUpdate": "terminal_update", "terminalId": terminal_id, "command": command, "cwd": cwd}
+        await self._say(session_id, terminal)
+        shown = {"type": "terminal", "terminalId": terminal_id}
+        await self._say(
+            session_id, {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "content": [shown]}
+        )
+
+    async def output(self, session_id: str, terminal_id: str, chunk: bytes) -> None:
+        data = base64.b64encode(chunk).decode("ascii")
+        await self._say(session_id, {"sessionUpdate": "terminal_output_chunk", "terminalId": terminal_id, "data": data})
+
+    async def exited(self, session_id: str, terminal_id: str, exit_code: int | None, signal: str | None) -> None:
+        status = {k: v for k, v in (("exitCode", exit_code), ("signal", signal)) if v is not None}
+        update = {"sessionUpdate": "terminal_update", "terminalId": terminal_id, "exitStatus": status}
+        await self._say(session_id, update)
 
     # --- the dialect's part ------------------------------------------------------------------
 

@@ -39,6 +39,21 @@ class Leftover:
 
 
 Spawn = Callable[[Callable[[], Awaitable[None]]], None]
+
+
+class Watcher:
+    """Who shows a running command live: its start, each chunk of its output, its exit."""
+
+    async def started(self, session_id: str, terminal_id: str, tool_call_id: str, command: str, cwd: str) -> None:
+        """The command started, in a terminal of this id."""
+
+    async def output(self, session_id: str, terminal_id: str, chunk: bytes) -> None:
+        """The command wrote `chunk` (stdout and stderr together)."""
+
+    async def exited(self, session_id: str, terminal_id: str, exit_code: int | None, signal: str | None) -> None:
+        """The command ended (its leftovers, if any, are background work of their own)."""
+
+
 # ("left" | "exited", the leftover) or ("running", a tool call id whose command can be stopped)
 Listener = Callable[[str, "Leftover | str"], None]
 
@@ -46,6 +61,7 @@ _running: dict[tuple[str, str], anyio.CancelScope] = {}  # (session, tool call) 
 _cancelled: set[tuple[str, str]] = set()  # tool calls a client stopped, until their command returns
 _leftovers: dict[tuple[str, str], Leftover] = {}  # (session, terminal id) -> leftover
 _listeners: dict[str, list[Listener]] = {}
+_watchers: dict[str, list[Watcher]] = {}  # session -> who shows its commands' output live
 
 
 def listen(session_id: str, listener: Listener) -> None:
@@ -59,6 +75,23 @@ def unlisten(session_id: str, listener: Listener) -> None:
     listeners = _listeners.get(session_id, [])
     if listener in listeners:
         listeners.remove(listener)
+
+
+def show_live(session_id: str, watcher: Watcher) -> None:
+    watchers = _watchers.setdefault(session_id, [])
+    if watcher not in watchers:
+        watchers.append(watcher)
+
+
+def hide_live(session_id: str, watcher: Watcher) -> None:
+    watchers = _watchers.get(session_id, [])
+    if watcher in watchers:
+        watchers.remove(watcher)
+
+
+def live_watchers(session_id: str) -> list[Watcher]:
+    """Those showing the session's commands live, now (a copy: one may leave meanwhile)."""
+    return list(_watchers.get(session_id, []))
 
 
 def leftovers(session_id: str) -> list[Leftover]:

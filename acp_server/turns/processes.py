@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 
@@ -28,8 +28,9 @@ _CHUNK = 64 * 1024
 class OutputTail:
     """The last `limit` bytes of a stream, and whether anything before them was dropped."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, live: Output | None = None) -> None:
         self._limit = limit
+        self.live = live  # shown each chunk as it is read (a v2 client's terminal)
         self._data = bytearray()
         self.truncated = False
 
@@ -44,15 +45,21 @@ class OutputTail:
 
 
 Left = Callable[[Descendants], None]
+Output = Callable[[bytes], Awaitable[None]]
 
 
-async def run_local(command: str, *, cwd: str, timeout: float | None, left: Left | None = None) -> CommandResult:
-    """Run `command` to its end; `left` is told what a finished command left running."""
+async def run_local(
+    command: str, *, cwd: str, timeout: float | None, left: Left | None = None, output: Output | None = None
+) -> CommandResult:
+    """Run `command` to its end; `output` sees each chunk as it is read, `left` is told what a
+    finished command left running."""
     with adopting():
-        return await _run(command, cwd=cwd, timeout=timeout, left=left)
+        return await _run(command, cwd=cwd, timeout=timeout, left=left, output=output)
 
 
-async def _run(command: str, *, cwd: str, timeout: float | None, left: Left | None) -> CommandResult:
+async def _run(
+    command: str, *, cwd: str, timeout: float | None, left: Left | None, output: Output | None
+) -> CommandResult:
     descendants = Descendants()
     process = await asyncio.create_subprocess_exec(
         *await LIFELINE.argv(command),
@@ -64,7 +71,7 @@ async def _run(command: str, *, cwd: str, timeout: float | None, left: Left | No
         start_new_session=True,
     )
     descendants.started(process.pid)
-    tail = OutputTail(OUTPUT_LIMIT)
+    tail = OutputTail(OUTPUT_LIMIT, output)
     finished = False
     try:
         with anyio.move_on_after(timeout):
@@ -96,6 +103,8 @@ async def _collect(process: asyncio.subprocess.Process, tail: OutputTail) -> Non
     assert process.stdout is not None
     while chunk := await process.stdout.read(_CHUNK):
         tail.add(chunk)
+        if tail.live is not None:
+            await tail.live(chunk)
     await process.wait()
 
 

@@ -9,6 +9,7 @@ released, also when the turn is cancelled. Locally it runs through `processes.ru
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from acp_server.turns.background import Leftover
 from acp_server.turns.client import EditorChannel
 from acp_server.turns.descendants import Descendants
 from acp_server.turns.placement import TerminalChoice
-from acp_server.turns.processes import OUTPUT_LIMIT, run_local
+from acp_server.turns.processes import OUTPUT_LIMIT, Left, Output, run_local
 from acp_server.turns.quirks import Quirks
 from adapters.base import CommandResult, ToolRefused, TurnCancelled
 from adapters.events import RuntimeEvent, TerminalContent, TerminalExited, ToolCallUpdated
@@ -62,8 +63,27 @@ class CommandRunner:
             leftover = Leftover(session_id, background.new_terminal_id(), command, self.cwd, processes, tool_call_id)
             background.left_running(leftover)
 
-        with background.stoppable(session_id, tool_call_id) as scope:
-            return await run_local(command, cwd=self.cwd, timeout=timeout, left=left)
+        watchers = background.live_watchers(session_id) if tool_call_id is not None else []
+        if not watchers or tool_call_id is None:
+            return await self._stoppable(command, tool_call_id, timeout, left, None)
+        terminal_id = f"term-{uuid.uuid4().hex[:12]}"
+        for watcher in watchers:
+            await watcher.started(session_id, terminal_id, tool_call_id, command, self.cwd)
+
+        async def output(chunk: bytes) -> None:
+            for watcher in watchers:
+                await watcher.output(session_id, terminal_id, chunk)
+
+        result = await self._stoppable(command, tool_call_id, timeout, left, output)
+        for watcher in watchers:
+            await watcher.exited(session_id, terminal_id, result.exit_code, result.signal)
+        return result
+
+    async def _stoppable(
+        self, command: str, tool_call_id: str | None, timeout: float | None, left: Left, output: Output | None
+    ) -> CommandResult:
+        with background.stoppable(self.channel.session_id, tool_call_id) as scope:
+            return await run_local(command, cwd=self.cwd, timeout=timeout, left=left, output=output)
         assert scope.cancelled_caught  # only a client's tool_call/cancel gets here
         return CommandResult(STOPPED, None, "SIGKILL", False)
 
