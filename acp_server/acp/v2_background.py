@@ -139,7 +139,7 @@ class Background(background.Watcher):
         """A tool call's final status: no more cancel control, and `cancelled` if this client
         stopped it (v2: the confirmation of a tool_call/cancel)."""
         key = (session_id, update.get("toolCallId", ""))
-        if update.get("status") not in ("completed", "failed") or key not in self._cancellable:
+        if update.get("status") not in ("completed", "failed", "cancelled") or key not in self._cancellable:
             return update
         self._cancellable.discard(key)
         final = {**update, "capabilities": None}
