@@ -175,14 +175,14 @@ def test_a_v2_turn_is_answered_at_acceptance_streams_with_message_ids_and_ends_i
     turn = summary["steps"][1]
     message_id = turn["result"]["messageId"]
     updates = [u for u in turn["updates"] if u["sessionUpdate"] != "available_commands_update"]
-    assert updates[0] == {"sessionUpdate": "state_update", "state": "running"}
+    assert updates[0] == {"sessionUpdate": "state_update", "state": "running", "background": []}
     user = updates[1]
     assert user == {
         "sessionUpdate": "user_message",
         "messageId": message_id,
         "content": [{"type": "text", "text": "tour please"}],
     }
-    assert updates[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+    assert updates[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn", "background": []}
     chunks = [u for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
     assert "".join(u["content"]["text"] for u in chunks) == "Hello from v2.\nDone."
     run_id = message_id.rsplit(":", 1)[0]
@@ -230,7 +230,12 @@ def test_cancel_ends_a_v2_turn_idle_cancelled_and_a_failure_idle_error(v2_client
     ]
     summary = run_v2(v2_client, tmp_path, steps)
     long_turn, guarded, failed = summary["steps"][1:]
-    assert long_turn["updates"][-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
+    assert long_turn["updates"][-1] == {
+        "sessionUpdate": "state_update",
+        "state": "idle",
+        "stopReason": "cancelled",
+        "background": [],
+    }
     assert guarded["updates"][-1]["stopReason"] == "cancelled"
     closed = [u for u in guarded["updates"] if u["sessionUpdate"] == "tool_call_update" and u.get("status")]
     assert closed[-1]["status"] == "cancelled"  # v2's own status for a tool call its cancelled turn left
@@ -247,7 +252,7 @@ def test_a_prompt_held_behind_a_running_turn_is_withdrawn_by_a_cancel_with_the_t
     assert step["result"]["messageId"].endswith(":0")  # answered when it started, before the cancel
     assert step["held"]["error"]["code"] == REQUEST_CANCELLED
     idles = [u for u in step["updates"] if u.get("state") == "idle"]
-    assert idles == [{"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}]
+    assert idles == [{"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled", "background": []}]
 
 
 def test_resume_after_a_restart_replays_with_the_live_ids_only_when_asked(v2_client, tmp_path):
@@ -263,9 +268,11 @@ def test_resume_after_a_restart_replays_with_the_live_ids_only_when_asked(v2_cli
     summary = run_v2(v2_client, tmp_path, steps)
     live = summary["steps"][1]["updates"]
     bare, replayed, again = summary["steps"][3], summary["steps"][5], summary["steps"][6]
-    assert bare["updates"] == [{"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}]
+    assert bare["updates"] == [
+        {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn", "background": []}
+    ]
     shown = replayed["updates"]
-    assert shown[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+    assert shown[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn", "background": []}
 
     def ids(updates: list[dict[str, Any]], kind: str) -> list[str]:
         return sorted({u["messageId"] for u in updates if u["sessionUpdate"] == kind})
@@ -332,7 +339,12 @@ def test_an_acp_agent_below_speaking_v1_gives_a_v2_client_a_v2_turn_that_survive
     assert states == ["running", "requires_action", "running", "idle"]
     said = [u for u in asked["updates"] if u["sessionUpdate"] == "agent_message_chunk"]
     assert said[0]["messageId"] == "their-0"  # the agent below's own id, kept
-    assert slow["updates"][-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
+    assert slow["updates"][-1] == {
+        "sessionUpdate": "state_update",
+        "state": "idle",
+        "stopReason": "cancelled",
+        "background": [],
+    }
     assert "error" not in option
     assert {o["configId"]: o["currentValue"] for o in option["result"]["configOptions"]}["model"] == "small"
     live_ids = {u["messageId"] for step in (asked, slow) for u in step["updates"] if "messageId" in u}
@@ -442,7 +454,12 @@ def test_hermes_gives_a_v2_client_a_turn_with_a_tool_that_a_restart_resumes_from
         summary = run_v2(v2_client, tmp_path, steps, args=["--agent", "hermes", "--db", str(tmp_path / "j.db")])
     live, resumed, again = summary["steps"][1], summary["steps"][3], summary["steps"][4]
     assert [t[2] for t in joined(live["updates"])] == ["It says alpha."]
-    assert live["updates"][-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+    assert live["updates"][-1] == {
+        "sessionUpdate": "state_update",
+        "state": "idle",
+        "stopReason": "end_turn",
+        "background": [],
+    }
     call = [u for u in live["updates"] if u["sessionUpdate"] == "tool_call_update"]
     assert call[-1]["status"] == "completed"
     assert joined(resumed["updates"])[1:] == joined(live["updates"])  # after the prompt: the same ids and text

@@ -141,6 +141,7 @@ class AcpAgent:
         # v2 rewrites what the turns send on this peer; a runner's turns send on `outbound`.
         self.v2 = outbound is None
         self._table: dict[str, Handler] = {}
+        self.v2_handlers: V2Surface | None = None  # the v2 handlers, once initialize chose v2
         self._initialized = False
         self._commands = available_commands(self.capabilities)
         self.prompts = Prompts(
@@ -255,7 +256,7 @@ class AcpAgent:
         terminal_auth = "terminal" in as_object(as_object(params.get("capabilities")).get("auth"))
         client = ClientCapabilities.from_wire({}, as_object(params.get("info")))
         self.client = replace(client, terminal_auth=terminal_auth)
-        surface = self.v2_surface()
+        surface = self.v2_handlers = self.v2_surface()
         self._table = surface.table()
         self.peer.speak(surface.dialect)
         self._initialized = True
@@ -312,6 +313,8 @@ class AcpAgent:
         """The client went away: cancel every running and queued turn, and (briefly, as the
         process is about to exit) let the adapter free what it keeps per session."""
         self.prompts.connection_lost()  # before the cancel: the turns it ends lost their client
+        if self.v2_handlers is not None:
+            self.v2_handlers.background.close()
         sessions = self.sessions.all_live()
         for session in sessions:
             session.queue.cancel_all()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import anyio
 
 import acp_server
+from acp_server.acp.v2_background import Background
 from acp_server.protocol import methods
 from acp_server.protocol.opening import load_session_params
 from acp_server.rpc.errors import (
@@ -48,9 +49,19 @@ class V2Dialect:
     """What a v2 connection is sent: every update through `mapping_v2`, permission requests in
     v2's shape, and `requires_action` while one waits (running again once none does)."""
 
-    def __init__(self) -> None:
+    def __init__(self, busy: Callable[[str], bool], peer: Peer | None = None) -> None:
         self._asking: dict[str, int] = {}  # session -> permission questions open
         self._cancelling: set[str] = set()  # sessions whose turn this client cancelled, until idle
+        self._busy = busy
+        # Background work is reported on a connection's own peer; without one (the runner's
+        # shared fan-out) it is not reported at all (v2: an omitted list means "not reported").
+        self.background = Background(peer, self.state_now) if peer is not None else None
+
+    def state_now(self, session_id: str) -> str:
+        """The session's foreground state as this client was last told it."""
+        if self._asking.get(session_id):
+            return "requires_action"
+        return "running" if self._busy(session_id) else "idle"
 
     def cancelling(self, session_id: str) -> None:
         """The client cancelled the session's turn: the tool calls it leaves open end `cancelled`."""
@@ -67,6 +78,12 @@ class V2Dialect:
             shown = mapping_v2.cancelled(shown)
             if shown.get("sessionUpdate") == "state_update" and shown.get("state") == "idle":
                 self._cancelling.discard(session_id)
+        if self.background is None:
+            return [(method, {**params, "update": shown})]
+        if shown.get("sessionUpdate") == "tool_call_update":
+            shown = self.background.tool_call(session_id, shown)
+        if shown.get("sessionUpdate") == "state_update":
+            return [(name, {**params, **notice}) for name, notice in self.background.state(session_id, shown)]
         return [(method, {**params, "update": shown})]
 
     def request(self, method: str, params: dict[str, Any]) -> tuple[list[Notice], dict[str, Any]]:
@@ -74,7 +91,7 @@ class V2Dialect:
             return [], params
         session_id = params["sessionId"]
         self._asking[session_id] = self._asking.get(session_id, 0) + 1
-        before = [] if self._asking[session_id] > 1 else [_state(session_id, "requires_action")]
+        before = [] if self._asking[session_id] > 1 else self._state(session_id, "requires_action")
         return before, mapping_v2.permission_request(params)
 
     def answered(self, method: str, params: dict[str, Any]) -> list[Notice]:
@@ -85,11 +102,13 @@ class V2Dialect:
         if left:
             self._asking[session_id] = left
             return []
-        return [_state(session_id, "running")]
+        return self._state(session_id, "running")
 
-
-def _state(session_id: str, state: str, **fields: Any) -> Notice:
-    return methods.SESSION_UPDATE, {"sessionId": session_id, "update": mapping_v2.state_update(state, **fields)}
+    def _state(self, session_id: str, state: str) -> list[Notice]:
+        update = mapping_v2.state_update(state)
+        if self.background is None:
+            return [(methods.SESSION_UPDATE, {"sessionId": session_id, "update": update})]
+        return self.background.state(session_id, update)
 
 
 class ServedAgent(Protocol):
@@ -122,7 +141,13 @@ class V2Surface:
 
     def __init__(self, agent: ServedAgent) -> None:
         self.agent = agent
-        self.dialect = V2Dialect()
+        self.dialect = V2Dialect(self._busy, agent.peer)
+        assert self.dialect.background is not None  # a connection's own dialect reports it
+        self.background = self.dialect.background
+
+    def _busy(self, session_id: str) -> bool:
+        session = self.agent.sessions.live(session_id)
+        return session is not None and session.queue.busy()
 
     def table(self) -> dict[str, Handler]:
         agent = self.agent
@@ -134,6 +159,8 @@ class V2Surface:
             methods.SESSION_PROMPT: self.handle_session_prompt,
             methods.SESSION_CANCEL: self.handle_session_cancel,
             methods.SESSION_SET_CONFIG_OPTION: self.handle_session_set_config_option,
+            methods.TERMINAL_CANCEL: self.background.cancel_terminal,
+            methods.TOOL_CALL_CANCEL: self.background.cancel_tool_call,
         }
         if agent.journal is not None:
             table |= {
@@ -169,8 +196,13 @@ class V2Surface:
             ],
         }
 
+    def follow(self, session_id: str) -> None:
+        """Report the session's background work to this connection from now on."""
+        self.background.follow(session_id)
+
     async def handle_session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         result = await self.agent.handle_session_new(params)
+        self.follow(result["sessionId"])
         return {"sessionId": result["sessionId"], "configOptions": mapping_v2.config_options(result["configOptions"])}
 
     async def handle_session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -193,6 +225,7 @@ class V2Surface:
         if replay_from is not None and as_object(replay_from).get("type") != "start":
             raise invalid_params(FieldProblem("replayFrom.type", "is not supported"), message="replayFrom: only start")
         session = await self.agent.reattach(load_session_params(params))
+        self.follow(session.id)
         if replay_from is not None:
             await self.agent.replay(session)
         await self.agent.peer.notify(

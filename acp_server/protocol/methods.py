@@ -71,6 +71,9 @@ CLIENT_METHODS = frozenset(
     }
 )
 
+TERMINAL_CANCEL = "terminal/cancel"  # v2: stop an agent-owned terminal's process
+TOOL_CALL_CANCEL = "tool_call/cancel"  # v2: stop one tool call
+
 # ACP v2 (schema/v2): the agent methods a v2 client calls on us (v1's client fs/terminal are gone)
 V2_AGENT_METHODS = frozenset(
     {
@@ -85,5 +88,7 @@ V2_AGENT_METHODS = frozenset(
         SESSION_PROMPT,
         SESSION_CANCEL,
         SESSION_SET_CONFIG_OPTION,
+        TERMINAL_CANCEL,
+        TOOL_CALL_CANCEL,
     }
 )

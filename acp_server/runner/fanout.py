@@ -23,7 +23,7 @@ class FanOut:
     """The v2 form of the routes' notifications, shared by every v2 connection of the runner."""
 
     def __init__(self) -> None:
-        self._dialect = V2Dialect()
+        self._dialect = V2Dialect(busy=lambda _: False)  # its state updates carry no background list
 
     def cancelling(self, session_id: str) -> None:
         self._dialect.cancelling(session_id)

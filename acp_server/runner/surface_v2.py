@@ -52,6 +52,10 @@ class RunnerV2Surface(V2Surface):
         current_prompter.set(self.runner.peer)  # inherited by the turn, started in the hub
         return await super().handle_session_prompt(params)
 
+    def follow(self, session_id: str) -> None:
+        """Background work is not reported on the runner's connections (their state updates are
+        the hub's, shared by every v2 connection, and carry no list: v2's "not reported")."""
+
     def start(self, turn: Turn) -> None:
         self._start(turn)
 

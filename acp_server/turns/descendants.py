@@ -133,6 +133,10 @@ class Descendants:
         _adopted.update((p.pid, p.start) for p in self._alive() if p.pid != self._root)
         reap()
 
+    def alive_pids(self) -> list[int]:
+        """The pids of the command's processes still alive (the command itself included)."""
+        return [proc.pid for proc in self._alive()]
+
     def _alive(self) -> list[Proc]:
         """The live processes below the command and below each marked process (a child that
         cleared its environment is still found while its parent lives)."""

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Awaitable, Callable
 
 import anyio
 
@@ -27,8 +28,9 @@ _CHUNK = 64 * 1024
 class OutputTail:
     """The last `limit` bytes of a stream, and whether anything before them was dropped."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, live: Output | None = None) -> None:
         self._limit = limit
+        self.live = live  # shown each chunk as it is read (a v2 client's terminal)
         self._data = bytearray()
         self.truncated = False
 
@@ -42,12 +44,22 @@ class OutputTail:
         return self._data.decode("utf-8", errors="replace")
 
 
-async def run_local(command: str, *, cwd: str, timeout: float | None) -> CommandResult:
+Left = Callable[[Descendants], None]
+Output = Callable[[bytes], Awaitable[None]]
+
+
+async def run_local(
+    command: str, *, cwd: str, timeout: float | None, left: Left | None = None, output: Output | None = None
+) -> CommandResult:
+    """Run `command` to its end; `output` sees each chunk as it is read, `left` is told what a
+    finished command left running."""
     with adopting():
-        return await _run(command, cwd=cwd, timeout=timeout)
+        return await _run(command, cwd=cwd, timeout=timeout, left=left, output=output)
 
 
-async def _run(command: str, *, cwd: str, timeout: float | None) -> CommandResult:
+async def _run(
+    command: str, *, cwd: str, timeout: float | None, left: Left | None, output: Output | None
+) -> CommandResult:
     descendants = Descendants()
     process = await asyncio.create_subprocess_exec(
         *await LIFELINE.argv(command),
@@ -59,7 +71,7 @@ async def _run(command: str, *, cwd: str, timeout: float | None) -> CommandResul
         start_new_session=True,
     )
     descendants.started(process.pid)
-    tail = OutputTail(OUTPUT_LIMIT)
+    tail = OutputTail(OUTPUT_LIMIT, output)
     finished = False
     try:
         with anyio.move_on_after(timeout):
@@ -69,6 +81,8 @@ async def _run(command: str, *, cwd: str, timeout: float | None) -> CommandResul
         with anyio.CancelScope(shield=True):
             if finished:
                 descendants.keep_track()
+                if left is not None and descendants.alive_pids():
+                    left(descendants)
             else:  # timed out or cancelled: nothing the command started may go on
                 await descendants.kill_all()  # first, while the tree still hangs from the command
                 _kill_group(process)
@@ -89,6 +103,8 @@ async def _collect(process: asyncio.subprocess.Process, tail: OutputTail) -> Non
     assert process.stdout is not None
     while chunk := await process.stdout.read(_CHUNK):
         tail.add(chunk)
+        if tail.live is not None:
+            await tail.live(chunk)
     await process.wait()
 
 

@@ -9,6 +9,7 @@ released, also when the turn is cancelled. Locally it runs through `processes.ru
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,9 +19,12 @@ import anyio
 from acp_server.protocol import methods
 from acp_server.protocol.answers import Acknowledged
 from acp_server.protocol.models import CreateTerminalResult, TerminalExit, TerminalOutputResult
+from acp_server.turns import background
+from acp_server.turns.background import Leftover
 from acp_server.turns.client import EditorChannel
+from acp_server.turns.descendants import Descendants
 from acp_server.turns.placement import TerminalChoice
-from acp_server.turns.processes import OUTPUT_LIMIT, run_local
+from acp_server.turns.processes import OUTPUT_LIMIT, Left, Output, run_local
 from acp_server.turns.quirks import Quirks
 from adapters.base import CommandResult, ToolRefused, TurnCancelled
 from adapters.events import RuntimeEvent, TerminalContent, TerminalExited, ToolCallUpdated
@@ -28,6 +32,7 @@ from adapters.events import RuntimeEvent, TerminalContent, TerminalExited, ToolC
 log = logging.getLogger(__name__)
 
 CLEANUP_TIMEOUT = 5.0  # seconds for terminal/kill and terminal/release once the turn is over
+STOPPED = "[stopped by the client]"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,13 +46,46 @@ class CommandRunner:
 
     async def run(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult:
         if self.choice == "local" or (self.choice == "auto" and not self.advertised):
-            return await run_local(command, cwd=self.cwd, timeout=timeout)
+            return await self._run_local(command, tool_call_id, timeout)
         if not self.advertised:
             raise ToolRefused(
                 "Commands run only in the editor's terminal (--terminal editor), "
                 "and this editor did not offer one (no `terminal` client capability)"
             )
         return await self._run_in_editor(command, tool_call_id, timeout)
+
+    async def _run_local(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult:
+        """A local command, which a client may stop by its tool call (`background`); what it
+        leaves running is the session's background work until it ends."""
+        session_id = self.channel.session_id
+
+        def left(processes: Descendants) -> None:
+            leftover = Leftover(session_id, background.new_terminal_id(), command, self.cwd, processes, tool_call_id)
+            background.left_running(leftover)
+
+        watchers = background.live_watchers(session_id) if tool_call_id is not None else []
+        if not watchers or tool_call_id is None:
+            return await self._stoppable(command, tool_call_id, timeout, left, None)
+        terminal_id = f"term-{uuid.uuid4().hex[:12]}"
+        for watcher in watchers:
+            await watcher.started(session_id, terminal_id, tool_call_id, command, self.cwd)
+
+        async def output(chunk: bytes) -> None:
+            for watcher in watchers:
+                await watcher.output(session_id, terminal_id, chunk)
+
+        result = await self._stoppable(command, tool_call_id, timeout, left, output)
+        for watcher in watchers:
+            await watcher.exited(session_id, terminal_id, result.exit_code, result.signal)
+        return result
+
+    async def _stoppable(
+        self, command: str, tool_call_id: str | None, timeout: float | None, left: Left, output: Output | None
+    ) -> CommandResult:
+        with background.stoppable(self.channel.session_id, tool_call_id) as scope:
+            return await run_local(command, cwd=self.cwd, timeout=timeout, left=left, output=output)
+        assert scope.cancelled_caught  # only a client's tool_call/cancel gets here
+        return CommandResult(STOPPED, None, "SIGKILL", False)
 
     def create_params(self, command: str) -> dict[str, Any]:
         """`terminal/create` params: the spec's program and arguments, or what a quirk needs."""

@@ -19,6 +19,12 @@
 //      | {"do": "sdkPrompt", "text": "…"}                        ActiveSession.prompt + readTextUntilIdle
 //      | {"do": "resume", "replay": true|false}                  session/resume (replayFrom start or none)
 //      | {"do": "request", "method": "…", "params": {…}}        any request ("$SESSION", "$CWD" replaced)
+//      | {"do": "cancelTerminal"}                              terminal/cancel of the first terminal the
+//                                                              last state listed, then read until a state
+//                                                              without it (`alive`: its pid before/after)
+//      | {"do": "backgroundEnds"}                              read until a state listing no background work
+//      | {"do": "cancelToolCall", "text": "…"}                 prompt; once a tool call offers cancel,
+//                                                              tool_call/cancel it, then read until idle
 //      | {"do": "restart"}                                       a new server process (same arguments)
 //
 // It prints one JSON summary: every frame either side wrote (per process, for the schema check in
@@ -136,6 +142,27 @@ function connect(label) {
 }
 
 const idle = (update) => update.sessionUpdate === "state_update" && update.state === "idle";
+const isState = (update) => update.sessionUpdate === "state_update";
+
+// The pid a command printed (`… & echo $!`) in a tool call's text content.
+function printedPid(updates) {
+  for (const u of updates) {
+    for (const item of u.sessionUpdate === "tool_call_update" ? (u.content ?? []) : []) {
+      const match = /^(\d+)$/m.exec(item?.content?.text ?? "");
+      if (match) return Number(match[1]);
+    }
+  }
+  return null;
+}
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 async function runStep(conn, ctx, step) {
   const { state, until } = conn;
@@ -186,6 +213,31 @@ async function runStep(conn, ctx, step) {
     const params = { sessionId, cwd: config.cwd, mcpServers: [] };
     if (step.replay) params.replayFrom = { type: "start" };
     got.result = await ctx.request("session/resume", params);
+  } else if (step.do === "cancelTerminal") {
+    const listed = state.updates.filter(isState).at(-1)?.background ?? [];
+    const terminalId = listed[0]?.terminalId;
+    const pid = printedPid(state.updates);
+    got.terminalId = terminalId;
+    got.alive = { before: alive(pid) };
+    const gone = until(
+      (u) => isState(u) && Array.isArray(u.background) && !u.background.some((b) => b.terminalId === terminalId),
+      "a state without the cancelled terminal",
+    );
+    got.result = await ctx.request("terminal/cancel", { sessionId, terminalId });
+    await gone;
+    got.alive.after = alive(pid);
+    got.pid = pid;
+  } else if (step.do === "backgroundEnds") {
+    const listed = state.updates.filter(isState).at(-1)?.background ?? [];
+    if (listed.length) await until((u) => isState(u) && u.background?.length === 0, "background work ends");
+    got.pid = printedPid(state.updates);
+  } else if (step.do === "cancelToolCall") {
+    const offered = until((u) => u.sessionUpdate === "tool_call_update" && u.capabilities?.cancel, "cancel offered");
+    const ended = until(idle, `idle after ${step.text}`);
+    got.result = await ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text: step.text }] });
+    const call = await offered;
+    got.cancel = await ctx.request("tool_call/cancel", { sessionId, toolCallId: call.toolCallId });
+    await ended;
   } else if (step.do === "request") {
     try {
       got.result = await ctx.request(step.method, substitute(step.params ?? {}));
