@@ -21,11 +21,11 @@ import sys
 KEEPER = r"""
 import os, signal, sys, time
 
-class Stop(Exception):
-    pass
-
-def stop(signum, frame):
-    raise Stop()
+# Every signal the keeper acts on stays blocked and is taken with sigwait: none interrupts it
+# half-way (a handler's exception there once ended the keeper with a traceback, its last line
+# read as the agent's failure) and none is lost before the keeper waits for it.
+STOP = {signal.SIGTERM, signal.SIGHUP}
+WATCHED = STOP | {signal.SIGCHLD}
 
 def arm():
     try:
@@ -50,14 +50,18 @@ def kill(pid, group):
     except OSError:
         pass
 
-def reap():
+def reap(agent=None):
+    # Reaps every child that has exited: (all gone, the agent's exit status if it was among them).
+    status = None
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, raw = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return True
+            return True, status
         if pid == 0:
-            return False
+            return False, status
+        if pid == agent:
+            status = os.waitstatus_to_exitcode(raw)
 
 def end(agent, grace):
     try:
@@ -65,26 +69,25 @@ def end(agent, grace):
     except OSError:
         pass
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and not reap():
-        time.sleep(0.02)
+    while time.monotonic() < deadline and not reap()[0] and not STOP & signal.sigpending():
+        time.sleep(0.02)  # a second SIGTERM or SIGHUP cuts the grace short
     for _ in range(50):  # each round kills what the last one orphaned
         kill(agent, True)
         for pid in children():
             kill(pid, True)
             kill(pid, False)
         time.sleep(0.01)
-        if reap():
+        if reap()[0]:
             return
 
 def main():
     parent, grace, argv = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGHUP, stop)
+    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     arm()
     if os.getppid() != parent:
         os._exit(137)  # acp-server died before the lifeline was armed: start nothing
     try:
-        agent = os.posix_spawnp(argv[0], argv, os.environ, setpgroup=0)
+        agent = os.posix_spawnp(argv[0], argv, os.environ, setpgroup=0, setsigmask=())
     except OSError as exc:
         print(f"cannot start {argv[0]}: {exc.strerror or exc}", file=sys.stderr, flush=True)
         os._exit(127)
@@ -92,19 +95,12 @@ def main():
     os.dup2(null, 0)  # the agent alone holds the pipes: acp-server sees EOF when it exits
     os.dup2(null, 1)
     status = 1
-    try:
-        while True:
-            pid, raw = os.waitpid(-1, 0)
-            if pid == agent:
-                status = os.waitstatus_to_exitcode(raw)
-                break
-    except (Stop, ChildProcessError):
-        pass
-    try:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        end(agent, grace)
-    except Stop:
-        end(agent, 0.0)
+    while signal.sigwait(WATCHED) == signal.SIGCHLD:
+        _, exited = reap(agent)
+        if exited is not None:
+            status = exited
+            break
+    end(agent, grace)
     os._exit(status if status >= 0 else 128 - status)
 
 main()

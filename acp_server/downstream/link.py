@@ -125,6 +125,12 @@ class Inbox:
         self.cancelled = True
         self.put_nowait(Cancelled())
 
+    def put_back(self, items: list[Item]) -> None:
+        """Worker side: `items`, taken but not handled, go back to the front of the queue (the
+        turn ended before them: `close` answers the questions among them)."""
+        with self._ready:
+            self._items.extendleft(reversed(items))
+
     def close(self) -> None:
         """The worker's turn is over: drop what comes, answer what waits, let a `put` go on."""
         with self._ready:

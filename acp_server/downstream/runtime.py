@@ -345,7 +345,9 @@ def _serve(
         if len(waiting) < INBOX_ITEMS and _all_text(items) and _lagging(sink):
             continue  # only the new items are looked at: a held run is text already
         batch, waiting = waiting, []
-        for item in batch:
+        for index, item in enumerate(batch):
+            if isinstance(item, Cancelled | Answered):
+                inbox.put_back(batch[index + 1 :])  # a question asked after the end is still answered
             if isinstance(item, Update):
                 apply(item.update, sink, tools, editor)
             elif isinstance(item, Ask):
