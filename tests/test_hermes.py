@@ -376,8 +376,8 @@ agent.WARM_DELAY = 600.0
 adapter = agent.HermesAdapter()
 time.sleep(0.5)
 assert "run_agent" not in sys.modules, "the warm-up started before any session"
+warm = next(t for t in threading.enumerate() if t.name == "hermes-import")  # waiting, before it may end
 adapter.open_session(TurnInput("s1", sys.argv[1], ()))
-warm = next(t for t in threading.enumerate() if t.name == "hermes-import")
 warm.join(60)
 assert not warm.is_alive() and "openai.resources" in sys.modules, "no warm-up once a session opened"
 """

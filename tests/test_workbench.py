@@ -179,9 +179,15 @@ def listen(options: tuple[str, ...], *flags: str) -> dict[str, Any]:
 
 
 def wait(driver: Any, condition: Callable[[Any], Any], what: str, timeout: float = 30) -> Any:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout).until(condition, message=f"the page never showed {what}")
+    # The page redraws what an update changes: an element the condition found and then read may
+    # have been replaced in between; the condition is then asked again, on the new one.
+    ignored = (StaleElementReferenceException,)
+    return WebDriverWait(driver, timeout, ignored_exceptions=ignored).until(
+        condition, message=f"the page never showed {what}"
+    )
 
 
 def find(driver: Any, css: str) -> list[Any]:
