@@ -139,6 +139,7 @@ class CommandResult:
     signal: str | None = None
     truncated: bool = False
     terminal_id: str | None = None
+    stopped: bool = False  # a client stopped it (ACP v2's tool_call/cancel), not the command itself
 
 
 class ToolRefused(Exception):

@@ -227,9 +227,11 @@ def test_cancel_ends_a_v2_turn_idle_cancelled_and_a_failure_idle_error(v2_client
         {"do": "prompt", "text": "long one", "cancelOn": "agent_message_chunk"},
         {"do": "prompt", "text": "guarded delete", "cancelOn": "permission"},
         {"do": "prompt", "text": "fail now"},
+        {"do": "restart"},
+        {"do": "resume", "replay": True},
     ]
     summary = run_v2(v2_client, tmp_path, steps)
-    long_turn, guarded, failed = summary["steps"][1:]
+    long_turn, guarded, failed, _, resumed = summary["steps"][1:]
     assert long_turn["updates"][-1] == {
         "sessionUpdate": "state_update",
         "state": "idle",
@@ -239,6 +241,8 @@ def test_cancel_ends_a_v2_turn_idle_cancelled_and_a_failure_idle_error(v2_client
     assert guarded["updates"][-1]["stopReason"] == "cancelled"
     closed = [u for u in guarded["updates"] if u["sessionUpdate"] == "tool_call_update" and u.get("status")]
     assert closed[-1]["status"] == "cancelled"  # v2's own status for a tool call its cancelled turn left
+    replayed = [u for u in resumed["updates"] if u.get("toolCallId") == closed[-1]["toolCallId"] and u.get("status")]
+    assert replayed[-1]["status"] == "cancelled"  # the journal keeps what the client saw
     assert "requires_action" in [u.get("state") for u in guarded["updates"]]
     assert failed["updates"][-1]["stopReason"] == "error"
     assert "scripted failure" in failed["updates"][-1]["error"]["message"]

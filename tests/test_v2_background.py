@@ -153,8 +153,16 @@ def test_cancelling_an_unknown_terminal_or_tool_call_or_another_session_s_is_ref
     assert [step["error"]["code"] for step in summary["steps"][1:]] == [-32602] * 3
 
 
-def test_tool_call_cancel_stops_a_long_command_mid_turn_and_the_tool_call_ends_cancelled(v2_client, tmp_path):  # noqa: F811
-    steps = [{"do": "new"}, {"do": "cancelToolCall", "text": "long command"}]
+def test_tool_call_cancel_stops_a_long_command_mid_turn_and_the_tool_call_ends_cancelled_also_replayed(
+    v2_client,  # noqa: F811
+    tmp_path,
+):
+    steps = [
+        {"do": "new"},
+        {"do": "cancelToolCall", "text": "long command"},
+        {"do": "restart"},
+        {"do": "resume", "replay": True},
+    ]
     summary = run_v2(v2_client, tmp_path, steps, args=args(tmp_path))
     step = summary["steps"][1]
     assert step["cancel"] == {}
@@ -168,6 +176,10 @@ def test_tool_call_cancel_stops_a_long_command_mid_turn_and_the_tool_call_ends_c
     assert idle["background"] == []
     said = "".join(u["content"]["text"] for u in step["updates"] if u["sessionUpdate"] == "agent_message_chunk")
     assert "The command ended." in said
+    # What the journal keeps is what the client saw: the replay after a restart ends it cancelled too.
+    replayed = [u for u in summary["steps"][3]["updates"] if u.get("toolCallId") == offered["toolCallId"]]
+    assert [u["status"] for u in replayed if u.get("status") in ("completed", "failed", "cancelled")] == ["cancelled"]
+    assert all("_meta" not in u for u in replayed + final)  # v1's mark of it is not v2's to see
 
 
 def test_an_acp_agent_below_whose_terminal_command_leaves_work_running_shows_it_and_terminal_cancel_stops_it(

@@ -15,16 +15,19 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from acp_child import descendants
 from agents import HELLO
 from schema_check import check_agent_frame
 from test_acp_runtime_real import (
     FIRST_WORDS,
     FRAME_TIMEOUT,
+    GONE_WITHIN,
     Server,
     args,
     real,  # noqa: F401  (the fixture, per agent)
     run_dir,  # noqa: F401  (the fixture)
     server_env,
+    still_running,
     write_hello,
 )
 
@@ -114,8 +117,11 @@ def test_a_real_agent_below_gives_a_v2_client_whole_turns_that_survive_a_restart
             server.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
             server.read_until(lambda: idle(server.frames[before:]))
             assert idle(server.frames[before:])["stopReason"] == "cancelled"
+            tree = descendants(server.process.pid)
             server.process.send_signal(signal.SIGKILL)
             server.process.wait()
+            # The agent is gone before its store is touched (Gemini writes its chat file as it ends).
+            assert still_running(tree, GONE_WITHIN) == set()
         finally:
             server.kill_group()
 

@@ -38,7 +38,6 @@ class Background(background.Watcher):
         self._state = state  # the session's foreground state now: running, requires_action or idle
         self._shown: dict[str, dict[str, Leftover]] = {}  # session -> terminals announced
         self._cancellable: set[tuple[str, str]] = set()  # tool calls shown with capabilities.cancel
-        self._stopped: set[tuple[str, str]] = set()  # tool calls this client cancelled
         self._watches: set[anyio.CancelScope] = set()
         self._listening: list[tuple[str, background.Listener]] = []
 
@@ -136,17 +135,13 @@ class Background(background.Watcher):
         return [*notices, _notice(session_id, {**update, "background": listed})]
 
     def tool_call(self, session_id: str, update: dict[str, Any]) -> dict[str, Any]:
-        """A tool call's final status: no more cancel control, and `cancelled` if this client
-        stopped it (v2: the confirmation of a tool_call/cancel)."""
+        """A tool call's final status takes away the cancel control it was offered (its status,
+        `cancelled` when a client stopped its command, is the mapper's: the same in a replay)."""
         key = (session_id, update.get("toolCallId", ""))
         if update.get("status") not in ("completed", "failed", "cancelled") or key not in self._cancellable:
             return update
         self._cancellable.discard(key)
-        final = {**update, "capabilities": None}
-        if key in self._stopped:
-            self._stopped.discard(key)
-            final["status"] = "cancelled"
-        return final
+        return {**update, "capabilities": None}
 
     # --- the client's requests ---------------------------------------------------------------
 
@@ -167,9 +162,7 @@ class Background(background.Watcher):
 
     async def cancel_tool_call(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id, tool_call_id = self._ids(params, "toolCallId")
-        self._stopped.add((session_id, tool_call_id))
         if not background.cancel_tool_call(session_id, tool_call_id):
-            self._stopped.discard((session_id, tool_call_id))
             raise invalid_params(FieldProblem("toolCallId", "is not running a command"), message="not cancellable")
         return {}
 

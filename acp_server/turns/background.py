@@ -58,7 +58,6 @@ class Watcher:
 Listener = Callable[[str, "Leftover | str"], None]
 
 _running: dict[tuple[str, str], anyio.CancelScope] = {}  # (session, tool call) -> the command's scope
-_cancelled: set[tuple[str, str]] = set()  # tool calls a client stopped, until their command returns
 _leftovers: dict[tuple[str, str], Leftover] = {}  # (session, terminal id) -> leftover
 _listeners: dict[str, list[Listener]] = {}
 _watchers: dict[str, list[Watcher]] = {}  # session -> who shows its commands' output live
@@ -113,7 +112,6 @@ def stoppable(session_id: str, tool_call_id: str | None) -> Generator[anyio.Canc
             yield scope
         finally:
             _running.pop(key, None)
-            _cancelled.discard(key)
 
 
 def is_running(session_id: str, tool_call_id: str) -> bool:
@@ -125,7 +123,6 @@ def cancel_tool_call(session_id: str, tool_call_id: str) -> bool:
     scope = _running.get((session_id, tool_call_id))
     if scope is None:
         return False
-    _cancelled.add((session_id, tool_call_id))
     scope.cancel()
     return True
 

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
+from acp_server.turns.mapping import cancelled_mark
 from adapters.base import (
     CommandResult,
     PermissionDecision,
@@ -141,6 +142,7 @@ class ThreadSink:
         self._asks: set[concurrent.futures.Future[Any]] = set()
         self._tools: dict[str, ToolCallStarted] = {}  # each call as a permission question would show it
         self._asked: set[str] = set()  # calls a permission question was put about: their titles stay
+        self._stopped: set[str] = set()  # calls whose command a client stopped, until their last update
         self._last: type[TextDelta] | type[ThoughtDelta] | None = None  # the kind of delta reported last
 
     # --- worker side: control ------------------------------------------------------------
@@ -256,9 +258,11 @@ class ThreadSink:
             title, kind, raw_input = None, None, None
         shown = None if content is None else tuple(content)
         where = None if locations is None else tuple(locations)
-        self._push(
-            ToolCallUpdated(tool_call_id, status, title, shown, raw_output, where, kind, raw_input, _dict(extra))
-        )
+        marked = _dict(extra)
+        if status in ("completed", "failed") and tool_call_id in self._stopped:
+            self._stopped.discard(tool_call_id)
+            marked = cancelled_mark(marked)
+        self._push(ToolCallUpdated(tool_call_id, status, title, shown, raw_output, where, kind, raw_input, marked))
         # A permission question shows the call as the editor last saw it: a diff included.
         self._tools[tool_call_id] = _changed(self._tools[tool_call_id], title, kind, raw_input, shown, where)
         if status == "in_progress":
@@ -332,7 +336,10 @@ class ThreadSink:
         timeout: float | None = None,
         stoppable: Stoppable | None = None,
     ) -> CommandResult:
-        return self._ask(lambda: self._services.run_command(command, tool_call_id, timeout), stoppable)
+        result: CommandResult = self._ask(lambda: self._services.run_command(command, tool_call_id, timeout), stoppable)
+        if result.stopped and tool_call_id is not None:
+            self._stopped.add(tool_call_id)
+        return result
 
     def clarify(self, question: str, *, choices: Sequence[str] = (), tool_call_id: str | None = None) -> str:
         return self._ask(lambda: self._services.clarify(question, tuple(choices), tool_call_id))

@@ -190,6 +190,21 @@ def to_update(event: RuntimeEvent, message_id: str | None = None, *, plans: bool
     raise TypeError(f"unmapped runtime event {type(event).__name__}")
 
 
+CANCELLED_KEY = "cancelled"  # in _meta["acp-server"]: a client cancelled the call (or its turn)
+
+
+def cancelled_mark(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`extra` with the mark of a tool call a client cancelled: its command stopped, or its turn
+    cancelled while it was open. v1 has no status for it (the call ends `failed` with the mark);
+    v2 shows `cancelled`. Journaled with the call's last update, so a replay shows the same."""
+    extra = dict(extra or {})
+    meta = extra.get("_meta")
+    meta = dict(cast(dict[str, Any], meta)) if isinstance(meta, dict) else {}
+    ours = meta.get("acp-server")
+    meta["acp-server"] = {**(cast(dict[str, Any], ours) if isinstance(ours, dict) else {}), CANCELLED_KEY: True}
+    return {**extra, "_meta": meta}
+
+
 def _with_extra(extra: Any, update: dict[str, Any]) -> dict[str, Any]:
     """`update` with an agent below's own fields it does not set (`_meta`, a vendor's) beside it."""
     return {**cast(dict[str, Any], extra), **update} if isinstance(extra, dict) else update
@@ -208,8 +223,10 @@ class OpenToolCalls:
         elif isinstance(event, ToolCallUpdated) and event.status in ("completed", "failed"):
             self._open.pop(event.tool_call_id, None)
 
-    def close_all(self) -> list[ToolCallUpdated]:
-        closing = [ToolCallUpdated(tool_call_id, status="failed") for tool_call_id in self._open]
+    def close_all(self, *, cancelled: bool = False) -> list[ToolCallUpdated]:
+        """The updates that close them: `failed`, marked cancelled when a client cancelled the run."""
+        extra = cancelled_mark() if cancelled else None
+        closing = [ToolCallUpdated(tool_call_id, status="failed", extra=extra) for tool_call_id in self._open]
         self._open.clear()
         return closing
 

@@ -10,7 +10,9 @@ updates so that ids, HAUI drawing, redaction and the terminals replay shows stay
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import Any, cast
+
+from acp_server.turns.mapping import CANCELLED_KEY
 
 PLAN_ID = "plan"  # one plan per session, replaced whole by each update, as v1's plan was
 UNNAMED_MESSAGE = "acp-server:message"  # a chunk v1 sent without an id (v2 needs one)
@@ -35,7 +37,8 @@ def update(v1: dict[str, Any]) -> dict[str, Any] | None:
     if kind in ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk"):
         return {**v1, "messageId": v1.get("messageId") or UNNAMED_MESSAGE}
     if kind in ("tool_call", "tool_call_update"):
-        return {"sessionUpdate": "tool_call_update", **tool_call({k: v for k, v in v1.items() if k != "sessionUpdate"})}
+        fields = _marked_cancelled({k: v for k, v in v1.items() if k != "sessionUpdate"})
+        return {"sessionUpdate": "tool_call_update", **tool_call(fields)}
     if kind == "plan":
         plan = {"type": "items", "planId": PLAN_ID, "entries": v1.get("entries", [])}
         return {"sessionUpdate": "plan_update", "plan": plan}
@@ -53,6 +56,22 @@ def cancelled(shown: dict[str, Any]) -> dict[str, Any]:
     if bare and shown["sessionUpdate"] == "tool_call_update" and shown["status"] == "failed":
         return {**shown, "status": "cancelled"}
     return shown
+
+
+def _marked_cancelled(fields: dict[str, Any]) -> dict[str, Any]:
+    """A call a client cancelled (its last update marked, `mapping.cancelled_mark`) ends
+    `cancelled`, v2's status for it, live and replayed alike; the mark itself is v1's."""
+    meta: Any = fields.get("_meta")
+    if not isinstance(meta, dict):
+        return fields
+    meta = cast(dict[str, Any], meta)
+    ours: Any = meta.get("acp-server")
+    if not (isinstance(ours, dict) and cast(dict[str, Any], ours).get(CANCELLED_KEY)):
+        return fields
+    rest = {k: v for k, v in cast(dict[str, Any], ours).items() if k != CANCELLED_KEY}
+    others = {k: v for k, v in meta.items() if k != "acp-server"} | ({"acp-server": rest} if rest else {})
+    shown = {k: v for k, v in fields.items() if k != "_meta"} | ({"_meta": others} if others else {})
+    return {**shown, "status": "cancelled"}
 
 
 def tool_call(fields: dict[str, Any]) -> dict[str, Any]:

@@ -286,7 +286,7 @@ async def run_turn(
             stop()
         final = outcome or TurnOutcome("cancelled")
         with anyio.CancelScope(shield=True):
-            for closing in open_tools.close_all():
+            for closing in open_tools.close_all(cancelled=final.stop_reason == "cancelled"):
                 await publish(numbering.envelope(closing))
             await publish(numbering.envelope(TurnFinished(final.stop_reason, final.error)))
     return TurnOutcome("cancelled") if ticket.cancelled else final

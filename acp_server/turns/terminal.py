@@ -85,7 +85,7 @@ class CommandRunner:
         with background.stoppable(self.channel.session_id, tool_call_id) as scope:
             return await run_local(command, cwd=self.cwd, timeout=timeout, left=left, output=output)
         assert scope.cancelled_caught  # only a client's tool_call/cancel gets here
-        return CommandResult(STOPPED, None, "SIGKILL", False)
+        return CommandResult(STOPPED, None, "SIGKILL", False, stopped=True)
 
     def create_params(self, command: str) -> dict[str, Any]:
         """`terminal/create` params: the spec's program and arguments, or what a quirk needs."""
