@@ -272,6 +272,13 @@ def median(values: Sequence[float | None]) -> float | None:
     return statistics.median(present) if present and len(present) == len(values) else None
 
 
+def stamp_ages(arrived_ns: int, message: dict[str, Any]) -> list[int]:
+    """The age in ns, at `arrived_ns`, of each `time.time_ns()` stamp a latency chunk carries
+    (`;`-separated: a frame of merged deltas carries several)."""
+    text: str = message["params"]["update"]["content"]["text"]
+    return [arrived_ns - int(stamp) for stamp in text.split(";") if stamp]
+
+
 def percentile(sorted_values: Sequence[float], fraction: float) -> float:
     """Nearest-rank percentile of already sorted values."""
     if not sorted_values:

@@ -24,6 +24,7 @@ from _common import (
     now,
     percentile,
     progress,
+    stamp_ages,
 )
 
 SUBJECTS = ("ours", "sdk", "floor")
@@ -179,10 +180,7 @@ def latency_once(tmp: Path, index: int, launcher: str, sessions: int, deltas: in
     samples: list[int] = []
 
     def on_chunk(_line: bytes, message: dict[str, Any]) -> None:
-        arrived = client.arrived_ns
-        for stamp in message["params"]["update"]["content"]["text"].split(";"):
-            if stamp:
-                samples.append(arrived - int(stamp))
+        samples.extend(stamp_ages(client.arrived_ns, message))
 
     with child(latency_command(launcher, tmp / f"latency-{index}.db"), label, tmp) as proc:
         client = LineClient(proc, label)

@@ -37,6 +37,7 @@ from _common import (
     percentile,
     progress,
     set_pycache,
+    stamp_ages,
 )
 
 TIMEOUT = 120.0
@@ -74,10 +75,7 @@ def run_once(subject: Subject, tmp: Path, index: int, deltas: int, interval_ms: 
     samples: list[int] = []
 
     def on_chunk(_line: bytes, message: dict[str, Any]) -> None:
-        arrived = client.arrived_ns
-        for stamp in message["params"]["update"]["content"]["text"].split(";"):
-            if stamp:
-                samples.append(arrived - int(stamp))
+        samples.extend(stamp_ages(client.arrived_ns, message))
 
     with child(command, subject.label, tmp, cwd=subject.cwd) as proc:
         client = LineClient(proc, subject.label)
