@@ -126,7 +126,7 @@ class FakeEndpoint:
         deadline = time.monotonic() + HOLD_LIMIT
         while time.monotonic() < deadline and not self._stopping.is_set():
             readable, _, _ = select.select([exchange.connection], [], [], 0.02)
-            if readable and not exchange.connection.recv(1):
+            if readable and not _received(exchange):
                 self.disconnected.set()
                 return
 
@@ -247,3 +247,12 @@ class Exchange(BaseHTTPRequestHandler):
         data = text.encode()
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+
+
+def _received(exchange: BaseHTTPRequestHandler) -> bool:
+    """Whether a readable connection still has its client: an orderly close reads as nothing, and
+    a client that closes with our stream unread in its buffer resets the connection instead."""
+    try:
+        return bool(exchange.connection.recv(1))
+    except ConnectionError:
+        return False
