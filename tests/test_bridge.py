@@ -106,6 +106,32 @@ async def test_deltas_reported_while_the_loop_is_busy_merge_without_reordering()
     assert [getattr(i, "text", None) for i in reports] == ["a", "a" * 999, "hmm", "b", None, "c"]
 
 
+async def test_a_run_of_deltas_merges_only_within_one_message_and_stops_at_a_cancel():
+    sink = ThreadSink(NoServices())
+    watch = AskWatch(sink)
+    done = threading.Event()
+
+    def report():
+        sink.text("a", message_id="m1")  # the run's first delta waits until published
+        sink.text("b", message_id="m1")
+        sink.text("c", message_id="m2")  # an agent below's next message: never glued to the last
+        sink.text("d", message_id="m2")
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(anyio.to_thread.run_sync, report)
+        await watch.blocked()
+        assert await answer_ask(sink) == [TextDelta("a", "m1")]
+        assert await anyio.to_thread.run_sync(done.wait, 10)
+    assert await sink.take() == [TextDelta("b", "m1"), TextDelta("cd", "m2")]
+    sink.text("e", message_id="m2")  # waiting in the buffer when the cancel comes
+    sink.cancel()
+    with pytest.raises(TurnCancelled):
+        sink.text("f", message_id="m2")
+    assert await sink.take() == [TextDelta("e", "m2")]
+    assert watch.count == 1
+
+
 class RoomWatch(threading.Condition):
     """The bridge's "room in the buffer" condition, telling the test when a worker waits on it.
 

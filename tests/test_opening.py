@@ -1,5 +1,5 @@
-"""The params of `initialize`, `session/new` and `session/load`/`resume` as the start-up path
-reads them (without pydantic, protocol/opening.py) agree with their models: the same values, or
+"""The params of `initialize`, `session/new`, `session/load`/`resume` and `session/prompt` as the
+start-up path reads them (without pydantic, protocol/opening.py) agree with their models: the same values, or
 the same -32602."""
 
 from __future__ import annotations
@@ -8,14 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_server.protocol.models import InitializeParams, LoadSessionParams, NewSessionParams, parse
+from acp_server.protocol.models import InitializeParams, LoadSessionParams, NewSessionParams, PromptParams, parse
 from acp_server.protocol.opening import (
     InitializeRequest,
     LoadSessionRequest,
     NewSessionRequest,
+    PromptRequest,
     initialize_params,
     load_session_params,
     new_session_params,
+    prompt_params,
 )
 from acp_server.rpc.errors import RpcError
 
@@ -148,6 +150,64 @@ def test_what_clients_send_to_session_new_load_and_resume_is_read_without_the_mo
     loaded = load_session_params({"sessionId": "sess_1", **params})
     assert loaded == LoadSessionRequest("sess_1", *expected)
     assert load_session_params({"sessionId": "sess_1", "cwd": "/w"}) == LoadSessionRequest("sess_1", "/w", (), None)
+
+
+def by_model_prompt(params) -> PromptRequest:
+    model = parse(PromptParams, params)
+    return PromptRequest(model.session_id, tuple(b.model_dump(by_alias=True, exclude_none=True) for b in model.prompt))
+
+
+blocks = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.one_of(st.sampled_from(["text", "resource_link", "image", "resource", "TEXT"]), json_value),
+            "text": st.one_of(st.text(max_size=5), json_value),
+            "uri": st.one_of(st.just("file:///a.py"), json_value),
+            "name": st.one_of(st.text(max_size=5), json_value),
+            "data": st.just("aGk="),
+            "mimeType": st.just("image/png"),
+            "mime_type": st.just("image/png"),
+            "resource": st.one_of(st.just({"uri": "file:///a", "text": "x"}), json_value),
+            "annotations": json_value,
+            "_meta": json_value,
+        },
+    ),
+    json_value,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "sessionId": st.one_of(st.text(max_size=6), json_value),
+            "session_id": st.text(max_size=6),
+            "prompt": st.one_of(st.lists(blocks, max_size=4), json_value),
+            "messageId": json_value,
+        },
+    )
+)
+def test_prompt_params_agree_with_the_model(params):
+    assert outcome(prompt_params, params) == outcome(by_model_prompt, params)
+
+
+def test_a_prompt_of_text_and_links_is_read_without_the_model(monkeypatch):
+    params = {
+        "sessionId": "sess_1",
+        "prompt": [
+            {"type": "text", "text": "look at", "annotations": {"priority": 1}},
+            {"type": "resource_link", "uri": "file:///w/a.py", "name": "a.py", "mimeType": "text/x-python"},
+        ],
+    }
+    expected = by_model_prompt(params)
+    monkeypatch.setattr("acp_server.protocol.models.parse", refuse)
+    assert prompt_params(params) == expected
+    assert expected.prompt == (
+        {"type": "text", "text": "look at"},
+        {"type": "resource_link", "uri": "file:///w/a.py", "name": "a.py"},
+    )
 
 
 def refuse(*_args):

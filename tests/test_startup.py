@@ -14,8 +14,11 @@ from pathlib import Path
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}
 
 
-def imported_until_session_new(tmp_path: Path, *args: str, mcp_servers: list[dict[str, object]]) -> set[str]:
-    """Every module the server imports while answering initialize and session/new, then EOF."""
+def imported_until_session_new(
+    tmp_path: Path, *args: str, mcp_servers: list[dict[str, object]], prompt: str | None = None
+) -> set[str]:
+    """Every module the server imports while answering initialize and session/new (and with
+    `prompt`, a first turn of that text), then EOF."""
     new = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -24,17 +27,29 @@ def imported_until_session_new(tmp_path: Path, *args: str, mcp_servers: list[dic
     }
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ACP_SERVER_CONFIG"))}
     environ["XDG_CONFIG_HOME"] = str(tmp_path / "config")  # no config file: a fresh install
-    done = subprocess.run(
+    server = subprocess.Popen(
         [sys.executable, "-X", "importtime", "-m", "acp_server", *args, "--db", str(tmp_path / "j.db")],
-        input="".join(json.dumps(frame) + "\n" for frame in (INIT, new)),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
         cwd=tmp_path,
         env=environ,
     )
-    responses = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [r.get("id") for r in responses if "result" in r] == [0, 1], done.stdout + done.stderr[-2000:]
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write("".join(json.dumps(frame) + "\n" for frame in (INIT, new)))
+    server.stdin.flush()
+    responses = [json.loads(server.stdout.readline()) for _ in range(2)]
+    if prompt is not None and "result" in responses[-1]:
+        turn = {"sessionId": responses[-1]["result"]["sessionId"], "prompt": [{"type": "text", "text": prompt}]}
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": turn}) + "\n")
+        server.stdin.flush()
+        while "id" not in responses[-1] or responses[-1]["id"] != 2:
+            responses.append(json.loads(server.stdout.readline()))
+    stdout, stderr = server.communicate(timeout=60)
+    done = subprocess.CompletedProcess(server.args, server.returncode, stdout, stderr)
+    answered = [r.get("id") for r in responses if "result" in r]
+    assert answered == [0, 1] + ([2] if prompt is not None else []), str(responses) + done.stderr[-2000:]
     return {
         line.rsplit("|", 1)[1].strip()
         for line in done.stderr.splitlines()
@@ -60,6 +75,15 @@ def test_answering_initialize_and_session_new_loads_no_pydantic(tmp_path):
         assert "acp_server.acp.handlers" in modules
         assert top_level(modules).isdisjoint({"pydantic", "pydantic_core"}), agent
         assert "acp_server.protocol.models" not in modules
+
+
+def test_a_first_text_prompt_loads_no_pydantic(tmp_path):
+    """The first turn's reply is not held up building pydantic's models: a plain prompt is read
+    without them, and the editor's answers that need them load them when one arrives."""
+    modules = imported_until_session_new(tmp_path, "--agent", "echo", mcp_servers=[], prompt="hello")
+    assert "acp_server.turns.services" in modules  # the turn ran with the editor-side services
+    assert top_level(modules).isdisjoint({"pydantic", "pydantic_core"})
+    assert "acp_server.protocol.models" not in modules
 
 
 def test_serving_does_not_import_jsonrpcservers_http_server_or_its_validator(tmp_path):

@@ -38,6 +38,7 @@ from acp_server.protocol.opening import (
     initialize_params,
     load_session_params,
     new_session_params,
+    prompt_params,
 )
 from acp_server.protocol.results import (
     EMPTY,
@@ -638,13 +639,10 @@ class AcpAgent:
         return {}
 
     async def handle_session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
-        from acp_server.protocol.models import PromptParams, parse
-
-        request = parse(PromptParams, params)
+        request = prompt_params(params)
         session = await self.sessions.get(request.session_id)
-        blocks = tuple(block.model_dump(by_alias=True, exclude_none=True) for block in request.prompt)
-        self.check_prompt_content(blocks)
-        return wire(await self.prompts.prompt(session, blocks))
+        self.check_prompt_content(request.prompt)
+        return wire(await self.prompts.prompt(session, request.prompt))
 
     def check_prompt_content(self, blocks: tuple[dict[str, Any], ...]) -> None:
         allowed = {"text", "resource_link"}

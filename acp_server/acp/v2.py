@@ -18,7 +18,7 @@ import anyio
 import acp_server
 from acp_server.acp.v2_background import Background
 from acp_server.protocol import methods
-from acp_server.protocol.opening import load_session_params
+from acp_server.protocol.opening import load_session_params, prompt_params
 from acp_server.rpc.errors import (
     INTERNAL_ERROR,
     REQUEST_CANCELLED,
@@ -249,11 +249,9 @@ class V2Surface:
     async def handle_session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         """Answered when the turn starts (a prompt sent while another runs waits its place), with
         the prompt's message id; the turn streams on and ends in an idle `state_update`."""
-        from acp_server.protocol.models import PromptParams, parse
-
-        request = parse(PromptParams, params)
+        request = prompt_params(params)
         session = await self.agent.sessions.get(request.session_id)
-        blocks = tuple(block.model_dump(by_alias=True, exclude_none=True) for block in request.prompt)
+        blocks = request.prompt
         self.agent.check_prompt_content(blocks)
         started: list[str] = []
         settled = anyio.Event()

@@ -1,11 +1,12 @@
-"""The params of `initialize`, `session/new` and `session/load`/`session/resume`, read without
-loading pydantic.
+"""The params of `initialize`, `session/new`, `session/load`/`session/resume` and
+`session/prompt`, read without loading pydantic.
 
-These requests open a connection and a session: pydantic would take longer to load than the
-rest of the server. Their models in `models.py` stay the definition: params of the plain shape
-every client sends (the right JSON types, camelCase names, absolute paths) are read here, with
-the result the models would give; anything else goes through the models, which give the same
-result or the -32602 that names the failing fields. tests/test_opening.py checks that both agree.
+These requests open a connection and a session, and start its first turn: pydantic's models
+would take longer to load than the rest of the server. Their models in `models.py` stay the
+definition: params of the plain shape every client sends (the right JSON types, camelCase
+names, absolute paths, text and resource-link blocks) are read here, with the result the models
+would give; anything else goes through the models, which give the same result or the -32602
+that names the failing fields. tests/test_opening.py checks that both agree.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ class NewSessionRequest(NamedTuple):
     cwd: str
     mcp_servers: tuple[dict[str, Any], ...]  # as sent, with `type` first after `name` (stdio when unset)
     additional_directories: tuple[str, ...] | None
+
+
+class PromptRequest(NamedTuple):
+    session_id: str
+    prompt: tuple[dict[str, Any], ...]  # each block as its model dumps it (camelCase, no None)
 
 
 class LoadSessionRequest(NamedTuple):
@@ -67,6 +73,34 @@ def load_session_params(params: dict[str, Any]) -> LoadSessionRequest:
 
     model = parse(LoadSessionParams, params)
     return LoadSessionRequest(model.session_id, model.cwd, *_servers_and_directories(model))
+
+
+def prompt_params(params: dict[str, Any]) -> PromptRequest:
+    session_id: Any = params.get("sessionId")
+    blocks: Any = params.get("prompt")
+    if type(session_id) is str and "session_id" not in params and type(blocks) is list:
+        plain = [_plain_block(block) for block in cast("list[object]", blocks)]
+        if None not in plain:
+            return PromptRequest(session_id, cast("tuple[dict[str, Any], ...]", tuple(plain)))
+    from acp_server.protocol.models import PromptParams, parse
+
+    model = parse(PromptParams, params)
+    return PromptRequest(
+        model.session_id, tuple(block.model_dump(by_alias=True, exclude_none=True) for block in model.prompt)
+    )
+
+
+def _plain_block(block: object) -> dict[str, Any] | None:
+    """A text or resource-link block as its model gives it (unknown fields dropped), else None."""
+    if type(block) is not dict:
+        return None
+    fields = cast("dict[str, object]", block)
+    kind = fields.get("type")
+    if kind == "text" and type(text := fields.get("text")) is str:
+        return {"type": "text", "text": text}
+    if kind == "resource_link" and type(uri := fields.get("uri")) is str and type(name := fields.get("name")) is str:
+        return {"type": "resource_link", "uri": uri, "name": name}
+    return None
 
 
 Where = tuple[str, tuple[dict[str, Any], ...], tuple[str, ...] | None]

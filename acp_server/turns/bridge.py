@@ -202,12 +202,31 @@ class ThreadSink:
     # --- worker side: reports ------------------------------------------------------------
 
     def text(self, text: str, *, message_id: str | None = None) -> None:
-        if text:
+        if text and not self._merged(TextDelta, text, message_id):
             self._stream(TextDelta(text, message_id))
 
     def thought(self, text: str, *, message_id: str | None = None) -> None:
-        if text:
+        if text and not self._merged(ThoughtDelta, text, message_id):
             self._stream(ThoughtDelta(text, message_id))
+
+    def _merged(self, kind: type[TextDelta] | type[ThoughtDelta], text: str, message_id: str | None) -> bool:
+        """A stream's hot path: `text` joined to the run of deltas of its kind still waiting in
+        the buffer, without building an event (a fast agent streams tens of thousands a turn).
+        False when it starts a run, or the buffer's last item is anything else: `_stream` then."""
+        with self._lock:
+            if self._last is not kind or not self._buffer or self._cancel_event.is_set():
+                return False
+            last = self._buffer[-1]
+            if (
+                type(last) is not _Deltas
+                or last.delta is not kind
+                or last.message_id != message_id
+                or last.size >= MERGE_LIMIT
+            ):
+                return False
+            last.parts.append(text)
+            last.size += len(text)
+            return True
 
     def _stream(self, delta: TextDelta | ThoughtDelta) -> None:
         """The first delta of a run of them waits until the editor has it: an agent streaming

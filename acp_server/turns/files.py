@@ -20,8 +20,6 @@ from typing import Any
 import anyio
 
 from acp_server.protocol import methods
-from acp_server.protocol.answers import Acknowledged
-from acp_server.protocol.models import ReadTextFileResult
 from acp_server.turns.client import ClientCapabilities, EditorChannel
 from adapters.paths import read_text, target, write_text
 
@@ -41,6 +39,8 @@ class Files:
     roots: tuple[str, ...]
 
     async def read(self, path: str, line: int | None, limit: int | None) -> str:
+        from acp_server.protocol.models import ReadTextFileResult  # pydantic: with the first answer
+
         if self.client.read_text_file:
             params: dict[str, Any] = {"path": self._absolute(path)}
             if line is not None:
@@ -53,6 +53,8 @@ class Files:
 
     async def write(self, path: str, content: str) -> None:
         """Write the file (the agent read it already if it wanted its old text for a diff)."""
+        from acp_server.protocol.answers import Acknowledged
+
         if self.client.write_text_file:
             params = {"path": self._absolute(path), "content": content}
             await self.channel.ask(methods.FS_WRITE_TEXT_FILE, params, Acknowledged)

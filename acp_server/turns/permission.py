@@ -18,7 +18,6 @@ from typing import Any, Literal
 import anyio
 
 from acp_server.protocol import methods
-from acp_server.protocol.models import PermissionResult
 from acp_server.rpc.errors import RequestTimeoutError, RpcError
 from acp_server.turns.client import EditorChannel, check_answer, error_text
 from acp_server.turns.mapping import tool_call_fields
@@ -105,6 +104,8 @@ class PermissionFlow:
     async def _ask_user(
         self, tool: ToolCallStarted, offered: Collection[str] | None
     ) -> tuple[PermissionDecision, Outcome, str | None]:
+        from acp_server.protocol.models import PermissionResult  # pydantic: with the first answer
+
         fields = tool_call_fields(redact_event(capped_tool(tool)))  # the call as the journal keeps it
         fields.pop("status")
         subject = subject_of(tool)

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_server.protocol import methods
-from acp_server.protocol.models import ElicitationResult, PermissionResult
 from acp_server.turns.client import EditorChannel
 from adapters.base import ToolRefused
 from adapters.events import RuntimeEvent, TextContent, ToolCallStarted, ToolCallUpdated
@@ -41,6 +40,8 @@ class Questions:
     async def elicit(self, request: dict[str, Any]) -> dict[str, Any] | None:
         """An agent's own form or URL, asked as it is; None when the editor shows no such mode.
         A question that timed out, failed or was answered malformed counts as cancelled."""
+        from acp_server.protocol.models import ElicitationResult  # pydantic: with the first answer
+
         mode = request.get("mode")
         if not ((mode == "form" and self.forms) or (mode == "url" and self.urls)):
             return None
@@ -64,6 +65,8 @@ class Questions:
         await self.channel.peer.notify(methods.ELICITATION_COMPLETE, params)
 
     async def _ask_form(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
+        from acp_server.protocol.models import ElicitationResult
+
         answer: dict[str, Any] = {"type": "string", "title": "Answer"}
         if choices:
             answer["enum"] = list(choices)
@@ -98,6 +101,8 @@ class Questions:
         return answer
 
     async def _choose(self, question: str, choices: tuple[str, ...], call_id: str) -> str:
+        from acp_server.protocol.models import PermissionResult
+
         options = [
             {"optionId": f"choice_{n}", "name": choice, "kind": "allow_once"} for n, choice in enumerate(choices)
         ]

@@ -17,8 +17,6 @@ from typing import Any
 import anyio
 
 from acp_server.protocol import methods
-from acp_server.protocol.answers import Acknowledged
-from acp_server.protocol.models import CreateTerminalResult, TerminalExit, TerminalOutputResult
 from acp_server.turns import background
 from acp_server.turns.background import Leftover
 from acp_server.turns.client import EditorChannel
@@ -96,6 +94,9 @@ class CommandRunner:
         return {**shaped, "cwd": self.cwd, "outputByteLimit": OUTPUT_LIMIT}
 
     async def _run_in_editor(self, command: str, tool_call_id: str | None, timeout: float | None) -> CommandResult:
+        from acp_server.protocol.answers import Acknowledged  # pydantic: with the first answer
+        from acp_server.protocol.models import CreateTerminalResult, TerminalExit, TerminalOutputResult
+
         created = await self.channel.ask(methods.TERMINAL_CREATE, self.create_params(command), CreateTerminalResult)
         terminal_id = created.terminal_id
         ref = {"terminalId": terminal_id}
@@ -122,6 +123,8 @@ class CommandRunner:
             await self._finally(methods.TERMINAL_RELEASE, ref)
 
     async def _finally(self, method: str, ref: dict[str, str]) -> None:
+        from acp_server.protocol.answers import Acknowledged
+
         # Cleanup must neither be cancelled with the turn nor replace the error that ended it:
         # a refused or malformed answer here is logged, the command's result stands.
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT):
