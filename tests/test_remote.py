@@ -125,7 +125,7 @@ def test_a_link_dropped_mid_turn_leaves_the_turn_running_there_and_the_next_link
     first.initialize()
     sid = first.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})["sessionId"]
     first.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "stream"}]})
-    shown = read_until(first, lambda f: text([f]).startswith("w50 "))
+    shown = read_until(first, lambda f: "w50 " in text([f]))  # frames need not start where the agent paused
     first.kill_group()  # the local ssh dies, as with a dropped link or a closed laptop
 
     second, replayed = reattach(remote, tmp_path, sid)
