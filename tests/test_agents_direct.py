@@ -23,6 +23,9 @@ What the agents do that an adapter must know (found here, each pinned by the fla
   rejects with the plain error object, so a -32002 "not found" is not seen as ENOENT and
   write_file fails ("Error checking existing file"). Overwriting works.
 - fast-agent passes the model's paths to fs/* as they are, relative ones included.
+- claude drops a cancelled turn's model stream at once, except, rarely, when the interrupt lands
+  while its CLI is mid-request: then the request stays open (an upstream bug, pinned in agents.py;
+  the test then reports an expected failure instead of a pass).
 - claude sends `usage_update` with `used: null` (the schema wants an integer).
 - claude answers the prompt after a cancel with `end_turn` at once, saying nothing (the end its
   cancelled turn left behind), and its reply comes in the turn after it (acp-server's quirk table
@@ -150,7 +153,10 @@ async def test_cancel_ends_the_turn_as_cancelled_and_the_agent_drops_the_models_
             await run.client.wait_for("agent_message_chunk")
             await run.client.cancel(run.session)
         assert answer["stopReason"] == "cancelled"
-        assert await anyio.to_thread.run_sync(run.fake.disconnected.wait, CANCEL_TIMEOUT)
+        dropped = await anyio.to_thread.run_sync(run.fake.disconnected.wait, CANCEL_TIMEOUT)
+        if not dropped and real.keeps_cancelled_stream_at_times:
+            pytest.xfail(real.keeps_cancelled_stream_at_times)
+        assert dropped
 
         run.fake.script(real.say("Next."))
         said = len(run.client.text())
