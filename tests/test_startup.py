@@ -91,16 +91,20 @@ def test_serving_does_not_import_jsonrpcservers_http_server_or_its_validator(tmp
     assert "jsonrpcserver.async_dispatcher" in modules
     assert "jsonschema" not in top_level(modules)
     assert {"http.server", "jsonrpcserver.server", "jsonrpcserver.main"}.isdisjoint(modules)
+    assert "oslash.either" in modules  # jsonrpcserver's results; oslash's other monads wait
+    assert {"oslash.list", "oslash.ioaction", "oslash.state"}.isdisjoint(modules)
 
 
-def test_jsonrpcserver_still_offers_its_package_names_to_anyone_else_in_the_process():
+def test_jsonrpcserver_and_oslash_still_offer_their_package_names_to_anyone_else_in_the_process():
     code = (
         "import acp_server.rpc.dispatch, sys; assert 'jsonschema' not in sys.modules; "
         "from jsonrpcserver import dispatch, serve, Success; import jsonrpcserver; "
-        "print(callable(dispatch), callable(serve), jsonrpcserver.Success is Success)"
+        "print(callable(dispatch), callable(serve), jsonrpcserver.Success is Success); "
+        "import oslash, oslash.either; from oslash import Just, Left; "
+        "print(Just(2).map(lambda x: x + 1) == Just(3), Left is oslash.either.Left)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.stdout.split() == ["True", "True", "True"], done.stderr
+    assert done.stdout.split() == ["True", "True", "True", "True", "True"], done.stderr
 
 
 def test_a_plain_install_brings_what_the_default_agent_and_its_mcp_passthrough_need():

@@ -23,9 +23,11 @@ def _register_package_without_init(name: str) -> None:
 
     Why: jsonrpcserver's `__init__` imports its HTTP server and request validator, which pull in
     http.server and jsonschema, about 60 ms of a 150 ms start-up budget; we use neither, only
-    the dispatcher submodules imported below, which import nothing of them. Anyone else in the
-    process (an agent) who imports `jsonrpcserver` and uses a package-level name gets the real
-    `__init__` run at that moment, so the package behaves as it always did."""
+    the dispatcher submodules imported below, which import nothing of them. The same for
+    `oslash`, whose `__init__` imports all of its monads (about 5 ms) where jsonrpcserver uses
+    only `oslash.either`. Anyone else in the process (an agent) who imports the package and uses
+    a package-level name gets the real `__init__` run at that moment, so the package behaves as
+    it always did."""
     if name in sys.modules:
         return
     spec = importlib.util.find_spec(name)
@@ -44,6 +46,7 @@ def _register_package_without_init(name: str) -> None:
 
 
 _register_package_without_init("jsonrpcserver")
+_register_package_without_init("oslash")
 
 from jsonrpcserver.async_dispatcher import dispatch_request  # noqa: E402 (after the package is registered)
 from jsonrpcserver.dispatcher import create_request, to_response  # noqa: E402
