@@ -16,11 +16,9 @@ symlink's name never names another file than the one checked.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import functools
 import os
-import platform
 import stat
 import sys
 import threading
@@ -252,14 +250,17 @@ _SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437}  # only where we know the number
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH = 0x02, 0x04, 0x08
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
-
-
 @functools.cache
 def _openat2() -> Callable[[int, str, int], int] | None:
     """openat2 confined beneath its directory, following no symlink; None when the kernel (or a
-    seccomp filter) does not offer it, or we do not know its number here."""
+    seccomp filter) does not offer it, or we do not know its number here. ctypes loads here, with
+    the first file opened, not with the first turn (about 5 ms)."""
+    import ctypes
+    import platform
+
+    class _OpenHow(ctypes.Structure):
+        _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
     number = _SYS_OPENAT2.get(platform.machine()) if sys.platform == "linux" else None
     if number is None:
         return None

@@ -79,10 +79,11 @@ def test_answering_initialize_and_session_new_loads_no_pydantic(tmp_path):
 
 def test_a_first_text_prompt_loads_no_pydantic(tmp_path):
     """The first turn's reply is not held up building pydantic's models: a plain prompt is read
-    without them, and the editor's answers that need them load them when one arrives."""
+    without them, and the editor's answers that need them load them when one arrives; ctypes
+    (openat2) waits for the first file opened."""
     modules = imported_until_session_new(tmp_path, "--agent", "echo", mcp_servers=[], prompt="hello")
     assert "acp_server.turns.services" in modules  # the turn ran with the editor-side services
-    assert top_level(modules).isdisjoint({"pydantic", "pydantic_core"})
+    assert top_level(modules).isdisjoint({"pydantic", "pydantic_core", "ctypes", "uuid"})
     assert "acp_server.protocol.models" not in modules
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import uuid
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 
@@ -145,7 +144,7 @@ def watch(left: Leftover, spawn: Spawn) -> None:
 
 
 def new_terminal_id() -> str:
-    return f"bg-{uuid.uuid4().hex[:12]}"
+    return f"bg-{os.urandom(6).hex()}"
 
 
 async def cancel_terminal(session_id: str, terminal_id: str) -> bool:

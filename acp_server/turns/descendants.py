@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 import time
-import uuid
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -92,7 +91,7 @@ class Descendants:
     """The processes of one command: start it with `environment`, then tell `started` its pid."""
 
     def __init__(self) -> None:
-        mark = uuid.uuid4().hex
+        mark = os.urandom(16).hex()
         self.environment = {**os.environ, MARK: mark}
         self._needle = f"{MARK}={mark}".encode()
         self._root = 0

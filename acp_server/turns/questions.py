@@ -7,7 +7,7 @@ asked outside any tool call gets a "think" tool call of its own, so the editor s
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,7 +90,7 @@ class Questions:
     async def _ask_choices(self, question: str, choices: tuple[str, ...], tool_call_id: str | None) -> str:
         if tool_call_id is not None:
             return await self._choose(question, choices, tool_call_id)
-        call_id = f"call_{uuid.uuid4().hex[:16]}"
+        call_id = f"call_{os.urandom(8).hex()}"
         await self.emit(ToolCallStarted(call_id, question, "think"))
         try:
             answer = await self._choose(question, choices, call_id)

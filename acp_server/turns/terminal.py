@@ -9,7 +9,7 @@ released, also when the turn is cancelled. Locally it runs through `processes.ru
 from __future__ import annotations
 
 import logging
-import uuid
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +64,7 @@ class CommandRunner:
         watchers = background.live_watchers(session_id) if tool_call_id is not None else []
         if not watchers or tool_call_id is None:
             return await self._stoppable(command, tool_call_id, timeout, left, None)
-        terminal_id = f"term-{uuid.uuid4().hex[:12]}"
+        terminal_id = f"term-{os.urandom(6).hex()}"
         for watcher in watchers:
             await watcher.started(session_id, terminal_id, tool_call_id, command, self.cwd)
 
