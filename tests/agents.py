@@ -181,7 +181,6 @@ class RealAgent:
     leaves_calls_unfinished: bool = False  # a tool call it announced never reaches completed/failed
     schema_deviations: tuple[str, ...] = ()  # texts in the schema problems its frames are known to have
     after_cancel: Literal["answers", "ends_at_once"] = "answers"  # what the next prompt after a cancel gets
-    keeps_cancelled_stream_at_times: str = ""  # why a cancelled turn's model stream is sometimes left open
     between_lives: Callable[[Path], None] = lambda root: None  # done to its store before a restart (a bug's way round)
 
 
@@ -244,10 +243,6 @@ REAL_AGENTS = {
             write_hello=_claude_writes,
             is_tool_result=_claude_sees_result,
             after_cancel="ends_at_once",  # and its reply comes in the turn after it
-            keeps_cancelled_stream_at_times=(
-                "claude-agent-acp's interrupt can land while its CLI is mid-request and leave that"
-                " request open (anthropics/claude-agent-sdk-typescript#425); seen once in many CI runs"
-            ),
             # usage_update's `used` is a required integer; claude-agent-acp sends null.
             schema_deviations=("{'sessionUpdate': 'usage_update', 'used': None,",),
         ),

@@ -222,6 +222,16 @@ class Exchange(BaseHTTPRequestHandler):
             self.fake.hold(self)
             self.close_connection = True
             return
+        try:
+            self._stream(stream)
+        except ConnectionError:
+            # The client went away while the stream was still being written: a held-open answer's
+            # client can be that fast (it cancels on the first delta it reads, before the rest).
+            if stream.hold_open:
+                self.fake.disconnected.set()
+            raise
+
+    def _stream(self, stream: Stream) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")

@@ -23,9 +23,6 @@ What the agents do that an adapter must know (found here, each pinned by the fla
   rejects with the plain error object, so a -32002 "not found" is not seen as ENOENT and
   write_file fails ("Error checking existing file"). Overwriting works.
 - fast-agent passes the model's paths to fs/* as they are, relative ones included.
-- claude drops a cancelled turn's model stream at once, except, rarely, when the interrupt lands
-  while its CLI is mid-request: then the request stays open (an upstream bug, pinned in agents.py;
-  the test then reports an expected failure instead of a pass).
 - claude sends `usage_update` with `used: null` (the schema wants an integer).
 - claude answers the prompt after a cancel with `end_turn` at once, saying nothing (the end its
   cancelled turn left behind), and its reply comes in the turn after it (acp-server's quirk table
@@ -40,9 +37,11 @@ the reason; under CI it fails. Start-up times are printed (`-s`), never asserted
 from __future__ import annotations
 
 import json
+import socket
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -153,10 +152,7 @@ async def test_cancel_ends_the_turn_as_cancelled_and_the_agent_drops_the_models_
             await run.client.wait_for("agent_message_chunk")
             await run.client.cancel(run.session)
         assert answer["stopReason"] == "cancelled"
-        dropped = await anyio.to_thread.run_sync(run.fake.disconnected.wait, CANCEL_TIMEOUT)
-        if not dropped and real.keeps_cancelled_stream_at_times:
-            pytest.xfail(real.keeps_cancelled_stream_at_times)
-        assert dropped
+        assert await anyio.to_thread.run_sync(run.fake.disconnected.wait, CANCEL_TIMEOUT)
 
         run.fake.script(real.say("Next."))
         said = len(run.client.text())
@@ -179,6 +175,30 @@ FAKE_CALLS = [
     (FakeResponses, fake_responses.reply, "/responses", {"stream": True, "input": []}, "event: response.completed"),
     (FakeGemini, fake_gemini.reply, "/v1beta/models/m:streamGenerateContent?alt=sse", {}, '"finishReason": "STOP"'),
 ]
+
+
+@pytest.mark.parametrize("linger", [False, True], ids=["closed", "reset"])
+def test_a_held_open_streams_client_that_leaves_before_the_stream_is_written_counts_as_gone(linger):
+    """An agent cancels on the first delta it reads, and may close (or reset) the connection while
+    the fake is still writing the rest: that is the client gone, as after the rest was written."""
+    with FakeOpenAI() as fake:
+        fake.script(replace(fake_openai.reply("abc" * 2000, hold_open=True), gap=0.001))
+        body = json.dumps({"stream": True, "messages": []}).encode()
+        request = (
+            f"POST /chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        host, port = fake.base_url.split("//")[1].split("/")[0].split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as client:
+            client.sendall(request)
+            received = b""
+            while b"data: " not in received:  # the first chunk, with 2,000 more to come
+                more = client.recv(4096)
+                assert more, "the fake closed the stream"
+                received += more
+            if linger:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        assert fake.disconnected.wait(10)
 
 
 @pytest.mark.parametrize(("endpoint", "reply", "path", "body", "ending"), FAKE_CALLS)
