@@ -14,12 +14,14 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import anyio
 
 from acp_server.turns.descendants import Descendants
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(slots=True, eq=False)
@@ -64,27 +66,31 @@ _watchers: dict[str, list[Watcher]] = {}  # session -> who shows its commands' o
 
 def listen(session_id: str, listener: Listener) -> None:
     """Call `listener` when a command of the session leaves processes running and when they end."""
-    listeners = _listeners.setdefault(session_id, [])
-    if listener not in listeners:
-        listeners.append(listener)
+    _join(_listeners, session_id, listener)
 
 
 def unlisten(session_id: str, listener: Listener) -> None:
-    listeners = _listeners.get(session_id, [])
-    if listener in listeners:
-        listeners.remove(listener)
+    _leave(_listeners, session_id, listener)
 
 
 def show_live(session_id: str, watcher: Watcher) -> None:
-    watchers = _watchers.setdefault(session_id, [])
-    if watcher not in watchers:
-        watchers.append(watcher)
+    _join(_watchers, session_id, watcher)
 
 
 def hide_live(session_id: str, watcher: Watcher) -> None:
-    watchers = _watchers.get(session_id, [])
-    if watcher in watchers:
-        watchers.remove(watcher)
+    _leave(_watchers, session_id, watcher)
+
+
+def _join(registry: dict[str, list[T]], session_id: str, member: T) -> None:
+    members = registry.setdefault(session_id, [])
+    if member not in members:
+        members.append(member)
+
+
+def _leave(registry: dict[str, list[T]], session_id: str, member: T) -> None:
+    members = registry.get(session_id, [])
+    if member in members:
+        members.remove(member)
 
 
 def live_watchers(session_id: str) -> list[Watcher]:

@@ -28,9 +28,8 @@ _CHUNK = 64 * 1024
 class OutputTail:
     """The last `limit` bytes of a stream, and whether anything before them was dropped."""
 
-    def __init__(self, limit: int, live: Output | None = None) -> None:
+    def __init__(self, limit: int) -> None:
         self._limit = limit
-        self.live = live  # shown each chunk as it is read (a v2 client's terminal)
         self._data = bytearray()
         self.truncated = False
 
@@ -71,11 +70,11 @@ async def _run(
         start_new_session=True,
     )
     descendants.started(process.pid)
-    tail = OutputTail(OUTPUT_LIMIT, output)
+    tail = OutputTail(OUTPUT_LIMIT)
     finished = False
     try:
         with anyio.move_on_after(timeout):
-            await _collect(process, tail)
+            await _collect(process, tail, output)
             finished = True
     finally:
         with anyio.CancelScope(shield=True):
@@ -87,7 +86,7 @@ async def _run(
                 await descendants.kill_all()  # first, while the tree still hangs from the command
                 _kill_group(process)
                 with anyio.move_on_after(KILL_GRACE):
-                    await _collect(process, tail)
+                    await _collect(process, tail, output)
                 await process.wait()
     text = tail.text()
     if not finished:
@@ -97,14 +96,15 @@ async def _run(
     return CommandResult(text, None if name else code, name, tail.truncated)
 
 
-async def _collect(process: asyncio.subprocess.Process, tail: OutputTail) -> None:
-    """Read to the end of the output (every writer gone), then wait for the exit. Reads of one
-    chunk at a time lose nothing when cancelled, unlike `communicate`."""
+async def _collect(process: asyncio.subprocess.Process, tail: OutputTail, output: Output | None) -> None:
+    """Read to the end of the output (every writer gone), then wait for the exit; `output` sees
+    each chunk as it is read (a v2 client's terminal). Reads of one chunk at a time lose nothing
+    when cancelled, unlike `communicate`."""
     assert process.stdout is not None
     while chunk := await process.stdout.read(_CHUNK):
         tail.add(chunk)
-        if tail.live is not None:
-            await tail.live(chunk)
+        if output is not None:
+            await output(chunk)
     await process.wait()
 
 

@@ -61,8 +61,8 @@ class CommandRunner:
             leftover = Leftover(session_id, background.new_terminal_id(), command, self.cwd, processes, tool_call_id)
             background.left_running(leftover)
 
-        watchers = background.live_watchers(session_id) if tool_call_id is not None else []
-        if not watchers or tool_call_id is None:
+        watchers = background.live_watchers(session_id)
+        if tool_call_id is None or not watchers:
             return await self._stoppable(command, tool_call_id, timeout, left, None)
         terminal_id = f"term-{os.urandom(6).hex()}"
         for watcher in watchers:
