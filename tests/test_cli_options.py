@@ -184,3 +184,43 @@ def test_a_runner_value_that_is_no_switch_is_an_error_not_a_quiet_off(tmp_path):
     )
     assert done.returncode == 2
     assert "--runner: expected 1 or 0" in done.stderr and "'banana'" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--agent", "echo"],
+        ["--agent=claude", "--log-level", "debug", "--runner"],
+        ["--runner", "off", "--max-workers", "3", "--haui", "off"],
+        ["--age", "echo"],  # an abbreviation
+        ["--agent", "prompt"],  # an option's value that is also a command's name
+        ["prompt", "--agent", "echo", "hi"],
+        ["--agent", "echo", "sessions", "--json"],
+        ["--agent", "echo", "--", "npx", "agent"],
+    ],
+)
+def test_an_editors_launch_is_read_as_the_whole_parser_reads_it(argv):
+    """Options alone are read without the commands' parsers (start-up speed); what is read is the same."""
+    from acp_server.cli.main import build_parser, parse_arguments
+    from acp_server.cli.settings import bare_switches, split_agent_command
+
+    words = bare_switches(split_agent_command(argv)[0])
+    args, _parser = parse_arguments(words)
+    assert vars(args) == vars(build_parser().parse_args(words))
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["--he"], ["-h"], ["--agent", "echo", "--bogus"], ["bogus"], ["--max-workers", "x"]]
+)
+def test_help_and_usage_errors_come_from_the_whole_parser(argv, capsys):
+    from acp_server.cli.main import build_parser, parse_arguments
+
+    with pytest.raises(SystemExit) as ours:
+        parse_arguments(argv)
+    said = capsys.readouterr()
+    with pytest.raises(SystemExit) as whole:
+        build_parser().parse_args(argv)
+    assert (ours.value.code, said) == (whole.value.code, capsys.readouterr())
+    if ours.value.code == 0:
+        assert "COMMAND" in said.out and "sessions" in said.out  # the commands are in the help

@@ -94,6 +94,9 @@ def test_serving_does_not_import_jsonrpcservers_http_server_or_its_validator(tmp
     assert {"http.server", "jsonrpcserver.server", "jsonrpcserver.main"}.isdisjoint(modules)
     assert "oslash.either" in modules  # jsonrpcserver's results; oslash's other monads wait
     assert {"oslash.list", "oslash.ioaction", "oslash.state"}.isdisjoint(modules)
+    assert {"acp_server.cli.inspect", "acp_server.cli.setup", "acp_server.cli.pair"}.isdisjoint(
+        modules
+    )  # commands' parsers
 
 
 def test_jsonrpcserver_and_oslash_still_offer_their_package_names_to_anyone_else_in_the_process():

@@ -66,13 +66,36 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, commands: bool = True) -> argparse.ArgumentParser:
+    """The whole command line; without `commands`, only the serving options (see `parse_arguments`)."""
     parser = OneLineParser(
         prog="acp-server",
         description="An Agent Client Protocol (ACP v1) agent server. Editors launch it and speak "
         "JSON-RPC over stdin/stdout, one JSON object per line. Run without a command to serve.",
+        add_help=commands,
     )
     add_server_options(parser)
+    if not commands:
+        parser.set_defaults(command=None)
+        return parser
+    add_commands(parser)
+    return parser
+
+
+def parse_arguments(words: list[str]) -> tuple[argparse.Namespace, argparse.ArgumentParser]:
+    """The arguments, and the parser that read them. An editor's launch (options only, no command)
+    is read without building the commands' parsers and importing their modules, about 10 ms of
+    every start. Any word the options alone do not take (a command, --help, a typo) goes to the
+    whole parser, so help, commands and errors are exactly its."""
+    serving = build_parser(commands=False)
+    args, rest = serving.parse_known_args(words)
+    if not rest:
+        return args, serving
+    parser = build_parser()
+    return parser.parse_args(words), parser
+
+
+def add_commands(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     prompt = commands.add_parser(
         "prompt",
@@ -124,7 +147,6 @@ def build_parser() -> argparse.ArgumentParser:
     from acp_server.cli.login import add_command as add_login_command
 
     add_login_command(commands)
-    return parser
 
 
 def _answer_flags(parser: argparse.ArgumentParser) -> None:
@@ -217,9 +239,8 @@ def configure_logging(level: str, log_file: str | None, *, libraries: str | None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     ours, agent_command = split_agent_command(list(sys.argv[1:] if argv is None else argv))
-    args = parser.parse_args(bare_switches(ours))
+    args, parser = parse_arguments(bare_switches(ours))
     args.agent_command = agent_command
     try:
         configure_logging(args.log_level, args.log_file, libraries=args.log_libraries, agent=args.agent)
