@@ -9,7 +9,7 @@ file read/write, command). Once the turn is cancelled, every sink call raises
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from adapters.events import (
@@ -23,6 +23,7 @@ from adapters.events import (
     ToolStatus,
     TranscriptSaved,
 )
+from adapters.frozen import frozen
 
 
 class TurnCancelled(Exception):
@@ -37,7 +38,7 @@ class AuthRequired(AgentError):
     """The agent needs the user to authenticate first (ACP's `auth_required`, -32000)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Message:
     """One message of an earlier conversation, handed to a restored session's turns."""
 
@@ -45,7 +46,7 @@ class Message:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Transcript:
     """What `Sink.save_transcript` kept. `format` names the messages' shape (an agent ignores a
     transcript of another format and uses the plain history). `since` holds, as plain messages,
@@ -57,7 +58,7 @@ class Transcript:
     since: tuple[Message, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EditorFeatures:
     """What the editor advertised that an agent itself must respect: the session updates it can
     show (ACP `session.compaction`, `session.notices`). File and terminal routing is the sink's."""
@@ -84,7 +85,7 @@ class _NoNotes:
 NO_NOTES: SessionNotes = _NoNotes()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SystemPrompt:
     """A client's system-level instructions for a session: added to the agent's own (append),
     or in place of its built-in ones (`override`); the tools and the context stay."""
@@ -93,7 +94,7 @@ class SystemPrompt:
     override: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TurnInput:
     session_id: str
     cwd: str
@@ -124,7 +125,7 @@ class TurnInput:
         return "\n".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PermissionDecision:
     allowed: bool
     remember: bool = False
@@ -132,7 +133,7 @@ class PermissionDecision:
     reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CommandResult:
     output: str
     exit_code: int | None
@@ -281,14 +282,14 @@ class Sink(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ConfigChoice:
     value: str
     name: str
     description: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ConfigOption:
     """A setting the adapter offers (model, reasoning effort, ...); values are validated by
     the server against `choices` before a turn sees them in `TurnInput.config`."""
@@ -302,7 +303,7 @@ class ConfigOption:
     kind: Literal["select", "boolean"] = "select"  # a boolean has no choices; its value is "true" or "false"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SlashCommand:
     """A command the adapter handles; invoking it arrives as prompt text `/name args`."""
 
@@ -311,7 +312,7 @@ class SlashCommand:
     hint: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ModeChoice:
     """One of the modes an agent offers a session of its own."""
 
@@ -320,7 +321,7 @@ class ModeChoice:
     description: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SessionControls:
     """What an agent offers one session of its own, besides the server's mode and options: its
     modes (with the current one), its options (`ConfigOption.default` is the current value) and
@@ -352,7 +353,7 @@ class ControlNotes(Protocol):
     def controls(self, controls: SessionControls) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AuthMethod:
     """A way to authenticate the agent offers (ACP `authMethods`). An "agent" method runs in
     `authenticate(id)`; a "terminal" one is run by the editor itself, as the agent's command with
@@ -366,7 +367,7 @@ class AuthMethod:
     env: Mapping[str, str] = field(default_factory=dict[str, str])
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Health:
     """A quick check of configuration and reachability, for `acp-server doctor`."""
 
@@ -376,7 +377,7 @@ class Health:
     settings: Mapping[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AdapterCapabilities:
     """What a runtime can really do; the server advertises nothing beyond this."""
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 
 from adapters.base import AdapterCapabilities, Health, Message, Sink, TurnInput
 from adapters.events import StopReason
+from adapters.frozen import frozen
 
 RunFunction = Callable[[str, "SessionInfo"], Any]
 
@@ -35,7 +35,7 @@ class SimpleAdapter:
         return Health(True, "no checks needed")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SessionInfo:
     """What a plain `run` function gets besides the prompt text; `sink` is there for asking
     permission, reading files and the like, `turn` for everything else (prompt blocks, MCP)."""

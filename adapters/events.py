@@ -7,8 +7,10 @@ the journal. Nothing here knows about ACP or SQLite.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, get_args
+
+from adapters.frozen import frozen
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]
 ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
@@ -20,13 +22,13 @@ STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
 # --- tool call content -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TextContent:
     text: str
     kind: Literal["text"] = "text"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DiffContent:
     path: str
     new_text: str
@@ -34,7 +36,7 @@ class DiffContent:
     kind: Literal["diff"] = "diff"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TerminalContent:
     terminal_id: str
     kind: Literal["terminal"] = "terminal"
@@ -43,7 +45,7 @@ class TerminalContent:
 ToolContent = TextContent | DiffContent | TerminalContent
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Location:
     """A file a tool call touches: its absolute path, and the 1-based line a read starts at.
     A plain string is a path alone (what a location was before lines, in older journals too)."""
@@ -55,7 +57,7 @@ class Location:
 ToolLocation = str | Location
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PlanEntry:
     content: str
     status: Literal["pending", "in_progress", "completed"] = "pending"
@@ -65,7 +67,7 @@ class PlanEntry:
 # --- events --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PromptReceived:
     """The run's prompt, as plain content blocks; first event of every run. `origin` is None for
     the user's prompt; a follow-up turn the agent asked for (`Sink.follow_up`) names what for."""
@@ -75,7 +77,7 @@ class PromptReceived:
     kind: Literal["prompt"] = "prompt"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TextDelta:
     """A piece of the agent's reply; `message_id` is the id an agent below gave its message."""
 
@@ -84,7 +86,7 @@ class TextDelta:
     kind: Literal["text"] = "text"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ThoughtDelta:
     """A piece of the agent's reasoning; `message_id` is the id an agent below gave its message."""
 
@@ -93,7 +95,7 @@ class ThoughtDelta:
     kind: Literal["thought"] = "thought"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolCallStarted:
     tool_call_id: str
     title: str
@@ -106,7 +108,7 @@ class ToolCallStarted:
     kind: Literal["tool_started"] = "tool_started"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolCallUpdated:
     """A change to a visible tool call; fields left as None are unchanged."""
 
@@ -122,7 +124,7 @@ class ToolCallUpdated:
     kind: Literal["tool_updated"] = "tool_updated"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PlanUpdated:
     """The agent's plan, whole. `plan_id` names it when the agent keeps several (an agent below's
     own ids); None is the session's one plan. No entries: the plan is gone."""
@@ -133,7 +135,7 @@ class PlanUpdated:
     kind: Literal["plan"] = "plan"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class UsageReported:
     """Token usage; `cost_usd` is None when the runtime does not know it (never invented)."""
 
@@ -146,13 +148,13 @@ class UsageReported:
     kind: Literal["usage"] = "usage"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TitleChanged:
     title: str
     kind: Literal["title"] = "title"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PermissionDecided:
     """How a permission question about a tool call was settled, and by whom."""
 
@@ -163,7 +165,7 @@ class PermissionDecided:
     kind: Literal["permission"] = "permission"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TranscriptSaved:
     """Messages of the agent's own transcript (journal-only, never shown): appended to what was
     saved before, or, with `base`, replacing it (a compaction). See `adapters.conversation`."""
@@ -174,7 +176,7 @@ class TranscriptSaved:
     kind: Literal["transcript"] = "transcript"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class StateSaved:
     """A value the agent keeps with the session under `key` (journal-only, never shown); the
     latest of each key comes back in `TurnInput.state`, after a restart too."""
@@ -188,7 +190,7 @@ CompactionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
 NoticeSeverity = Literal["info", "warning", "error"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CompactionUpdated:
     """The agent compacted (or is compacting) its context; `summary` replaces the shown summary.
     Only for an editor that advertised `session.compaction` (the agent checks)."""
@@ -200,7 +202,7 @@ class CompactionUpdated:
     kind: Literal["compaction"] = "compaction"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CompactionChunk:
     """A piece of a compaction's summary as the model streams it."""
 
@@ -209,7 +211,7 @@ class CompactionChunk:
     kind: Literal["compaction_chunk"] = "compaction_chunk"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class NoticeShown:
     """Information for the user that is not conversation (an editor with `session.notices`)."""
 
@@ -219,7 +221,7 @@ class NoticeShown:
     kind: Literal["notice"] = "notice"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TerminalExited:
     """An editor terminal's command ended: its output, kept so a replay can show it as text (the
     terminal itself belongs to the connection that made it). Journal-only."""
@@ -233,7 +235,7 @@ class TerminalExited:
     kind: Literal["terminal_exited"] = "terminal_exited"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TurnFinished:
     """The last event of a run: how it ended, and why when it failed."""
 
@@ -262,7 +264,7 @@ RuntimeEvent = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Envelope:
     """One numbered event of one run; the journal names it `run_id:seq`, which never changes."""
 

@@ -18,11 +18,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, AsyncExitStack
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from adapters.base import Sink, ToolRefused, TurnCancelled
 from adapters.events import TextContent
+from adapters.frozen import frozen
 
 if TYPE_CHECKING:  # mcp is imported when a session first connects
     import anyio
@@ -45,7 +45,7 @@ def mcp_available() -> bool:
     return importlib.util.find_spec("mcp") is not None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Server:
     """One connected server: its name, its open client and the tools it listed."""
 
@@ -54,7 +54,7 @@ class Server:
     tools: tuple[McpTool, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CallResult:
     text: str
     is_error: bool  # the tool answered with an error (`isError`), as opposed to failing to answer

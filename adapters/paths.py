@@ -23,11 +23,11 @@ import stat
 import sys
 import threading
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from adapters.base import ToolRefused
 from adapters.excerpt import read_lines
+from adapters.frozen import frozen
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ _RACES = frozenset({errno.ELOOP, errno.EXDEV, errno.EAGAIN, errno.ENOTDIR, errno
 ATTEMPTS = 3
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Place:
     """Where a path led when it was located: a root (its real path) and the names below it."""
 
@@ -52,7 +52,7 @@ class Place:
         return "/".join(self.parts) or "."
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Target:
     """A path as it is used: `path`, absolute, is what is checked and what the editor is asked
     for; `shown` names the same place for people (relative to the cwd when it lies there)."""

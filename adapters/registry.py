@@ -14,11 +14,11 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from adapters.base import RuntimeAdapter
+from adapters.frozen import frozen
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -46,7 +46,7 @@ EXTRAS: Mapping[str, str] = {"hermes": "hermes"}
 ADAPTER_MEMBERS = ("name", "capabilities", "run_turn", "cancel")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AgentSpec:
     """A registered agent: its name, what it points to, and where it was registered."""
 
@@ -251,6 +251,8 @@ def _call_factory(factory: Callable[..., Any], *, agent: str, target: str, setti
 def _accepts(factory: Callable[..., Any] | None, agent: str, settings: Mapping[str, Any]) -> None:
     """Refuse settings the factory would not receive (None: nothing is called with settings):
     silently dropping `--script` would leave someone wondering why their scenarios never play."""
+    if not settings:
+        return  # nothing to refuse; reading a signature costs milliseconds of every start
     accepted = _keyword_names(factory) if factory is not None else set[str]()
     if accepted is None:
         return

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
@@ -38,6 +37,7 @@ from adapters.events import (
     ToolKind,
     ToolStatus,
 )
+from adapters.frozen import frozen
 from adapters.paths import Target, target
 
 DEFAULT_CONTEXT_WINDOW = 200_000
@@ -352,7 +352,7 @@ def _report_usage(usage: Usage, context_window: int, sink: Sink) -> None:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Outcome:
     content: tuple[ToolContent, ...] = ()
     status: ToolStatus = "completed"

@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from adapters.base import (
@@ -47,13 +47,14 @@ from adapters.events import (
     TurnFinished,
     UsageReported,
 )
+from adapters.frozen import frozen
 
 TURN_TIMEOUT = 10.0  # seconds a test turn may take before it counts as hung
 SESSION_ID = "sess_test"
 RUN_ID = "run_test"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Answers:
     """How a `RecordingSink` answers asks. `permission` and `command` may be functions of the
     tool call / command line; a `clarify` of None declines the question (ToolRefused)."""
@@ -69,7 +70,7 @@ class Answers:
 REJECT = Answers(permission=PermissionDecision(False, reason="Rejected by the test"))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Asked:
     """One ask of the turn, numbered in the same sequence as the reports around it."""
 
@@ -342,7 +343,7 @@ class RecordingSink:
         return tool
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TurnRecord:
     """One finished turn: the adapter's reports and asks, and its one terminal result."""
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 
 import aiosqlite
 
+from adapters.frozen import frozen
 from journal.records import RUN_COLUMNS, RunRecord, run_from_row
 
 PAGE_RUNS = 64  # runs (each with its cached text) per query of `cached_runs`
@@ -34,7 +34,7 @@ SELECT id, ?, status, last_seq, ended_at, ? FROM runs
 WHERE id = ? AND status != 'running' AND status = ? AND last_seq IS ? AND ended_at IS ?"""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CachedRun:
     """One run of a session, with its cached text when there is a current one."""
 

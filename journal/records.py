@@ -11,10 +11,11 @@ import binascii
 import json
 import math
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, overload
 
 from adapters.events import RuntimeEvent
+from adapters.frozen import frozen
 from journal.states import RunState
 
 SESSION_COLUMNS = (
@@ -24,7 +25,7 @@ SESSION_COLUMNS = (
 RUN_COLUMNS = "id, session_id, seq_no, status, stop_reason, error, started_at, ended_at, last_seq, owner_pid"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SessionRecord:
     """A session as stored; created_at/updated_at of 0.0 mean "now" when it is created."""
 
@@ -41,7 +42,7 @@ class SessionRecord:
     launch: dict[str, Any] = field(default_factory=dict[str, Any])  # the agent's name and settings
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunRecord:
     """One turn of a session; `seq_no` is its index in the session, `last_seq` its last event."""
 
@@ -57,7 +58,7 @@ class RunRecord:
     owner_pid: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EventRecord:
     """One stored event; `event_id` (`run_id:seq`) is stable, so consumers can dedupe by it."""
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from json import decoder
 from typing import Any, cast
 
@@ -18,6 +17,7 @@ import aiosqlite
 from adapters.base import TurnInput
 from adapters.conversation import Conversation
 from adapters.events import PromptReceived, RuntimeEvent, StateSaved, TextDelta, TranscriptSaved
+from adapters.frozen import frozen
 from journal.codec import decode_event
 from journal.records import EventRecord
 
@@ -32,7 +32,7 @@ Replayed = tuple[str, int, RuntimeEvent]  # run_id, seq, event
 _scan_string = cast(Callable[[str, int], tuple[str, int]], decoder.scanstring)  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Span:
     """Which events to read: one session, maybe one run of it, strictly after `start` (and,
     with `last_run`, up to the end of that run)."""

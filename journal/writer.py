@@ -14,9 +14,9 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
+from adapters.frozen import frozen
 from journal.errors import JournalClosedError
 
 log = logging.getLogger("journal")
@@ -25,7 +25,7 @@ WINDOW = 0.025  # seconds a batch waits for company before it is committed anywa
 BATCH_SIZE = 256
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PendingEvent:
     run_id: str
     session_id: str

@@ -6,12 +6,12 @@ an agent message in a journaled turn; any other prompt, slash or not, goes to th
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from acp_server.protocol.results import AvailableCommand, CommandInput
 from acp_server.turns.policy import MODE_IDS, MODES
 from adapters.base import AdapterCapabilities, SlashCommand
+from adapters.frozen import frozen
 
 BUILTINS = (
     SlashCommand("help", "List the commands you can use here"),
@@ -39,7 +39,7 @@ def builtin_invocation(text: str) -> tuple[str, str] | None:
     return (name, args.strip()) if name in BUILTIN_NAMES else None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CommandContext:
     """What built-in commands may look at and change, without knowing the server's internals."""
 

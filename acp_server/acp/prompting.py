@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -42,6 +42,7 @@ from acp_server.turns.supervisor import (
 from acp_server.turns.workers import Workers
 from adapters.base import AdapterCapabilities, EditorFeatures, RuntimeAdapter, SessionNotes, TurnInput
 from adapters.events import Envelope, PromptReceived, RuntimeEvent, TextDelta, TitleChanged, TurnFinished
+from adapters.frozen import frozen
 from journal.caps import RunCaps
 from journal.redact import RunRedactor
 from journal.states import RESPONSE_KINDS, RunState, final_state
@@ -57,7 +58,7 @@ Started = Callable[[str], Awaitable[None]]
 CLIENT_LEFT_ERROR = "the client closed the connection during the turn"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AgentOptions:
     max_workers: int = 8
     permission_timeout: float | None = None

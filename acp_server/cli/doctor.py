@@ -16,11 +16,11 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from acp_server.cli.settings import SERVER_OPTIONS, add_server_options, agent_settings, env_name
 from adapters.base import Health, RuntimeAdapter, health_of
+from adapters.frozen import frozen
 from adapters.printable import printable
 from adapters.registry import agent_specs, create_adapter
 
@@ -32,7 +32,7 @@ LOAD_BUDGET = 5.0  # seconds importing and building an agent may take
 EXIT_UNHEALTHY = 1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Row:
     name: str
     status: str  # ok, unhealthy, unavailable (could not be built), timed out

@@ -6,13 +6,13 @@ and whether that process is one of this user's runners (runner mode), found by i
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from acp_server.cli.inspect import NotFoundError, find_session
 from acp_server.cli.runner import runner_config, runner_on, running
+from adapters.frozen import frozen
 
 if TYPE_CHECKING:
     from journal.records import RunRecord, SessionRecord
@@ -26,7 +26,7 @@ class SessionError(Exception):
     """The session cannot be used as asked; the message says why, in one line."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Found:
     session: SessionRecord
     running: RunRecord | None  # its turn running now (its owner alive), if any

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
@@ -28,6 +27,7 @@ from acp_server.downstream.sessions import AgentSession, SessionRoute
 from acp_server.protocol import methods
 from acp_server.rpc.errors import AUTH_REQUIRED, INTERNAL_ERROR, PeerClosedError, RequestTimeoutError, RpcError
 from adapters.base import AgentError, AuthRequired, SessionControls, Transcript, TurnInput
+from adapters.frozen import frozen
 from journal.redact import redact_text
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ EXIT_WAIT = 2.0  # seconds to wait for a dead agent's exit status, for the messa
 Json = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AgentCommand:
     """How to start the agent: acp-server's name for it (`acp`, a preset), its argv, where that
     came from (for `doctor`), and how to install it (for the message when it will not start)."""

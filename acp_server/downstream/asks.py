@@ -14,7 +14,6 @@ chose "always" where the agent offers no "once" (the question offers only what t
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, cast
 
 from acp_server.downstream.link import CANCELLED_PERMISSION
@@ -23,6 +22,7 @@ from acp_server.downstream.updates import ToolCalls
 from acp_server.protocol import methods
 from acp_server.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED, RESOURCE_NOT_FOUND, RpcError
 from adapters.base import PermissionDecision, Sink, ToolRefused, TurnCancelled
+from adapters.frozen import frozen
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ ALLOW_KINDS = ("allow_once", "allow_always")
 REJECT_KINDS = ("reject_once", "reject_always")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Prepared:
     """A request ready to be answered: `tool_call_id` for a permission question."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, cast
 
 import anyio
@@ -28,6 +28,7 @@ from acp_server.rpc.dispatch import Dispatcher
 from acp_server.rpc.errors import PeerClosedError
 from acp_server.rpc.peer import JSON_DECODER, Peer
 from acp_server.rpc.wire import Frame
+from adapters.frozen import frozen
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class Route(Protocol):
     async def ask(self, method: str, params: Json) -> Any: ...
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AgentInfo:
     """What the agent said about itself in `initialize`, read tolerantly (bad parts are absent)."""
 

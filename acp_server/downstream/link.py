@@ -14,10 +14,11 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from acp_server.rpc.errors import INTERNAL_ERROR, RpcError
+from adapters.frozen import frozen
 
 INBOX_ITEMS = 256
 CANCELLED_PERMISSION = {"outcome": {"outcome": "cancelled"}}
@@ -61,19 +62,19 @@ def _settle(future: asyncio.Future[Any], value: Any, exc: BaseException | None) 
         future.set_result(value)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Update:
     update: Json
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Ask:
     method: str
     params: Json
     reply: Reply = field(compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Answered:
     """The agent answered the prompt: its result, or the error it answered (or died with)."""
 
@@ -81,7 +82,7 @@ class Answered:
     error: BaseException | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Cancelled:
     """The turn was cancelled: the worker stops waiting for the agent."""
 

@@ -16,18 +16,18 @@ import shlex
 import shutil
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 from acp_server.downstream.agent import AgentCommand
 from acp_server.downstream.runtime import AcpRuntime
 from adapters.configfile import config_path, read_config
+from adapters.frozen import frozen
 from adapters.openai.config import shorten_home
 
 SECTION = "agents"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Preset:
     name: str
     candidates: tuple[tuple[str, ...], ...]  # the first whose program is installed is used

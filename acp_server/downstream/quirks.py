@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from dataclasses import dataclass
 from typing import Literal
 
 import anyio
+
+from adapters.frozen import frozen
 
 Quirk = Literal[
     "lingers_after_eof",
@@ -26,7 +27,7 @@ ACP_FLAG_SINCE = (0, 33, 0)  # the Gemini CLI version that named its flag --acp 
 VERSION_TIMEOUT = 10.0  # seconds for `gemini --version` (node starts slowly on a busy machine)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class AgentQuirk:
     quirk: Quirk
     names: frozenset[str]  # command words (basenames, npm package names) or agentInfo names
@@ -71,7 +72,7 @@ QUIRKS: tuple[AgentQuirk, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AgentQuirks:
     applied: tuple[AgentQuirk, ...] = ()
 

@@ -13,13 +13,14 @@ import os
 import stat
 import sys
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
 
+from adapters.frozen import frozen
 
-@dataclass(frozen=True, slots=True)
+
+@frozen
 class Oversized:
     """A line longer than the frame limit; its bytes were discarded."""
 

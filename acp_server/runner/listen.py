@@ -14,11 +14,12 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Generator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import uvicorn
+
+from adapters.frozen import frozen
 
 if TYPE_CHECKING:
     from hypercorn.config import Config as HypercornConfig
@@ -30,7 +31,7 @@ class ListenError(ValueError):
     """A `--listen` value that cannot be used, said in one line."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ListenAddress:
     host: str
     port: int

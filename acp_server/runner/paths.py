@@ -16,11 +16,11 @@ import socket
 import struct
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
 
+from adapters.frozen import frozen
 from journal.private import private_dir
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def data_dir() -> Path:
     return private_dir(Path(platformdirs.user_data_dir(DIR_NAME, appauthor=False)))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunnerPlace:
     """The files of the runner for one configuration."""
 

@@ -30,6 +30,7 @@ from acp_server.rpc.peer import Peer
 from acp_server.runner.fanout import FanOut
 from acp_server.turns.client import ClientCapabilities
 from acp_server.turns.mapping import PLAN_OPERATIONS, stable_plan
+from adapters.frozen import frozen
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def _stable_form(params: dict[str, Any]) -> dict[str, Any] | None:
     return None if update is None else {**params, "update": update}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Client:
     """What the routes know of one connection: how to reach it and what it may answer."""
 

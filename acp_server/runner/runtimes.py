@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -22,6 +22,7 @@ from acp_server.acp.prompting import AgentOptions
 from acp_server.acp.sessions import Session, SessionStore
 from acp_server.rpc.errors import INTERNAL_ERROR, RpcError
 from adapters.base import RuntimeAdapter
+from adapters.frozen import frozen
 from journal.redact import redact
 from journal.store import Journal
 
@@ -35,7 +36,7 @@ def launch_key(launch: Mapping[str, Any]) -> str:
     return json.dumps(dict(launch), sort_keys=True, default=str)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Runtime:
     """One agent in the runner: its adapter, its options (with its launch), its live sessions."""
 

@@ -15,9 +15,9 @@ import hmac
 import json
 import os
 import secrets
-from dataclasses import dataclass
 from pathlib import Path
 
+from adapters.frozen import frozen
 from journal.private import FILE_MODE
 
 # What a read-only connection may send: everything that only reads or watches. Anything else
@@ -36,7 +36,7 @@ READ_ONLY_METHODS = frozenset(
 READ_ONLY_REFUSED = -32003  # a server error (JSON-RPC's -32000..-32099 range), beside ACP's -32000 and -32002
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Grant:
     """What a presented token allows, and which token it was (its digest: a connection opened
     with one token answers only to that token)."""

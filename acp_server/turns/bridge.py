@@ -56,6 +56,7 @@ from adapters.events import (
     TranscriptSaved,
     UsageReported,
 )
+from adapters.frozen import frozen
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ class Ask:
     future: concurrent.futures.Future[Any]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Finished:
     """The worker's last item: the adapter's return value or the exception it raised."""
 
@@ -97,7 +98,7 @@ class Finished:
     error: BaseException | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FollowUp:
     """A turn the agent asked for once this one has ended (`Sink.follow_up`)."""
 

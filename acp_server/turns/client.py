@@ -9,13 +9,14 @@ included) or an answer that does not match the schema refuses the tool (`ToolRef
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from acp_server.rpc.errors import PeerClosedError, RequestTimeoutError, RpcError
 from acp_server.rpc.peer import Peer
 from acp_server.turns.quirks import Quirks, quirks_for
 from adapters.base import ToolRefused, TurnCancelled
+from adapters.frozen import frozen
 
 if TYPE_CHECKING:
     from acp_server.protocol.models import WireModel
@@ -30,7 +31,7 @@ def _object(value: object) -> dict[str, Any]:
     return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ClientCapabilities:
     read_text_file: bool = False
     write_text_file: bool = False
@@ -67,7 +68,7 @@ class ClientCapabilities:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EditorChannel:
     """Requests to the editor on behalf of one session (`sessionId` is added to every one)."""
 

@@ -19,10 +19,11 @@ import signal
 import sys
 import time
 from collections.abc import Generator
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
+
+from adapters.frozen import frozen
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ EXEC_SETTLE_PAUSE = 0.0005  # seconds between them: 10 ms at most, only for a pr
 KTHREADD = 2  # the parent of kernel threads, whose environment is always empty
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Proc:
     """One process as /proc shows it; (pid, start) names it even after its pid is reused."""
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from acp_server.protocol import methods
 from acp_server.turns.client import ClientCapabilities, EditorChannel
+from adapters.frozen import frozen
 from adapters.paths import read_text, target, write_text
 
 
@@ -31,7 +31,7 @@ def replace_text(path: str, content: str) -> None:
     write_text(path, content, cwd=os.sep, roots=(os.sep,))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class Files:
     channel: EditorChannel
     client: ClientCapabilities

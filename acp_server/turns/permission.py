@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, Literal
 
 import anyio
@@ -24,6 +24,7 @@ from acp_server.turns.mapping import tool_call_fields
 from acp_server.turns.policy import PermissionMemory, Subject, approved_command, decide, remembered, subject_of
 from adapters.base import PermissionDecision, ToolRefused
 from adapters.events import PermissionDecided, RuntimeEvent, ToolCallStarted
+from adapters.frozen import frozen
 from journal.caps import capped_tool
 from journal.redact import redact_event, redact_text
 
@@ -46,7 +47,7 @@ def permission_options(subject: Subject) -> list[dict[str, Any]]:
     return [{"optionId": kind, "name": redact_text(name), "kind": kind} for kind, name in labels if name is not None]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class PermissionFlow:
     channel: EditorChannel
     permissions: PermissionMemory

@@ -22,12 +22,13 @@ from typing import Literal
 
 from adapters.base import ToolRefused
 from adapters.events import TOOL_KINDS, ToolCallStarted
+from adapters.frozen import frozen
 from adapters.shellwords import command_of, simple_commands
 
 Verdict = Literal["allow", "deny", "ask"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Mode:
     id: str
     name: str
@@ -115,7 +116,7 @@ LINE_KEY = "command line:"  # + a whole command line, for "always reject" of exa
 MCP_PREFIX = "mcp__"  # how the agents name an MCP tool: mcp__<server>__<tool>
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Subject:
     """What a permission question is about: the rule keys its "always" answers set, and the
     labels that name exactly those. `allow` is empty when no rule can cover it."""

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from acp_server.protocol import methods
 from acp_server.turns.client import EditorChannel
 from adapters.base import ToolRefused
 from adapters.events import RuntimeEvent, TextContent, ToolCallStarted, ToolCallUpdated
+from adapters.frozen import frozen
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class Questions:
     channel: EditorChannel
     forms: bool  # the editor advertised `elicitation.form`

@@ -9,14 +9,15 @@ tests/test_quirks.py. A client fixed in a later version gets an upper bound, nev
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Literal
+
+from adapters.frozen import frozen
 
 Quirk = Literal["terminal_shell_command_line"]
 Version = tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class KnownQuirk:
     quirk: Quirk
     client: str  # `clientInfo.name`, exactly
@@ -41,7 +42,7 @@ QUIRKS: tuple[KnownQuirk, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Quirks:
     """The quirks of the connected client: the entries of `QUIRKS` that matched it."""
 

@@ -6,10 +6,11 @@ agent's raw text; what the editor is shown passes through one `RichReply` per ru
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from adapters.events import RuntimeEvent, TextDelta, TurnFinished
+from adapters.frozen import frozen
 
 if TYPE_CHECKING:
     from acp_server.haui import ReplyFilter
@@ -25,7 +26,7 @@ def haui_on(config: Mapping[str, Any], default: bool) -> bool:
     return default if value not in HAUI_VALUES else value == "on"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DrawnDelta(TextDelta):
     """A HAUI fence's text: its Markdown (`text`, what every editor shows) with the blocks drawn
     from it, which the mapper carries in the chunk's `_meta` for a client that draws them

@@ -17,7 +17,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -38,6 +38,7 @@ from adapters.events import (
     TurnFinished,
     UsageReported,
 )
+from adapters.frozen import frozen
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class TurnQueue:
             ticket.cancel()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TurnOutcome:
     stop_reason: str
     error: str | None = None

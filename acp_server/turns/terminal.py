@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -26,6 +25,7 @@ from acp_server.turns.processes import OUTPUT_LIMIT, Left, Output, run_local
 from acp_server.turns.quirks import Quirks
 from adapters.base import CommandResult, ToolRefused, TurnCancelled
 from adapters.events import RuntimeEvent, TerminalContent, TerminalExited, ToolCallUpdated
+from adapters.frozen import frozen
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ CLEANUP_TIMEOUT = 5.0  # seconds for terminal/kill and terminal/release once the
 STOPPED = "[stopped by the client]"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class CommandRunner:
     channel: EditorChannel
     choice: TerminalChoice

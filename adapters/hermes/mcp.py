@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from adapters.base import Sink, ToolRefused, TurnCancelled
+from adapters.frozen import frozen
 from adapters.hermes.routing import gate_of, owner_of
 from adapters.hermes.setup import hermes
 from adapters.mcp_client import Connections, Server, report_failure
@@ -39,7 +40,7 @@ _sessions: dict[str, Session] = {}  # session id -> the tools its calls reach
 _building = threading.Lock()  # registration and AIAgent construction, one session at a time
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Route:
     """Where one registered name leads, and what the model is told about it."""
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
+
+from adapters.frozen import frozen
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +22,7 @@ _env_loaded: set[str] = set()
 _recall: dict[str, Any] = {}  # HERMES_HOME -> a read-only SessionDB, or None without a state.db
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Runtime:
     """What one AIAgent is built with; `api_key` never leaves this object except into Hermes."""
 

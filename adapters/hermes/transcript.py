@@ -8,15 +8,15 @@ without Hermes' private `_` keys: Hermes mutates the lists and dicts it is given
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, cast
 
 from adapters.base import Message, Sink, TurnInput
+from adapters.frozen import frozen
 
 FORMAT = "hermes"  # OpenAI chat messages as Hermes keeps them (run_conversation's "messages")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class History:
     """What one run starts from: `messages` (Hermes gets a deep copy), of which the first
     `saved` are already in the journal's transcript."""

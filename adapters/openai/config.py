@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from adapters.configfile import ConfigFileError, read_config
 from adapters.configfile import config_path as config_path  # where the file is; callers import it from here too
+from adapters.frozen import frozen
 from adapters.openai.jsonvalues import is_object
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -34,7 +35,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Settings:
     """The resolved settings; `sources` names where each came from ("flag", "env NAME",
     "file PATH" or "default")."""

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from adapters.frozen import frozen
 from adapters.openai.jsonvalues import is_array, is_object, objects
 
 CHARS_PER_TOKEN = 3.0  # real tokenizers average ~4 characters of English or code; 3 leaves room
@@ -34,7 +34,7 @@ HARD_KEEP_SHARE = 0.0  # compacting harder (the endpoint said "too long"): no ea
 RENDER_CAP = 2_000  # characters of one message the summary request shows
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Estimate:
     """Tokens of a JSON value (messages, tools) from its characters; `measured` is the smoothed
     characters per token of the session's earlier requests, None before the endpoint said."""
@@ -106,7 +106,7 @@ def summary_room(budget: int) -> int:
     return min(SUMMARY_ROOM, int(budget * SUMMARY_SHARE))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Plan:
     """`old` becomes a summary placed before `kept`; `prompt_at` is the current prompt's index in
     `kept` (it stays verbatim even when earlier rounds of its own turn are summarized); `cut` is

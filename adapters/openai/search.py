@@ -16,9 +16,9 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from adapters.base import ToolRefused
+from adapters.frozen import frozen
 from adapters.paths import READ, Place, opened, target
 
 MAX_ENTRIES = 1000
@@ -59,7 +59,7 @@ def _listed(entry: os.DirEntry[str], path: str, cwd: str) -> tuple[bool, str]:
     return not is_dir, entry.name + ("/" if is_dir else "")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SearchResult:
     text: str
     matches: int

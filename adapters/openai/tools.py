@@ -25,6 +25,7 @@ from adapters.events import (
     ToolLocation,
     ToolStatus,
 )
+from adapters.frozen import frozen
 from adapters.openai import search
 from adapters.openai.jsonvalues import is_object
 from adapters.paths import Target, target
@@ -36,7 +37,7 @@ DEFAULT_COMMAND_TIMEOUT = 120.0
 MAX_COMMAND_TIMEOUT = 600.0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Workspace:
     """What a tool runs against: the turn's sink, its working directory and the other roots."""
 
@@ -50,7 +51,7 @@ class Workspace:
         return target(path, cwd=self.cwd, roots=(self.cwd, *self.roots))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Outcome:
     result: str  # what the model reads
     content: tuple[ToolContent, ...] = ()  # what the user sees
@@ -73,7 +74,7 @@ class Action:
 Builder = Callable[[Mapping[str, Any], Workspace], Action]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Tool:
     name: str
     description: str
@@ -87,7 +88,7 @@ class Tool:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Call:
     """A tool call as the model streamed it."""
 
