@@ -18,6 +18,10 @@ Per subject, medians of the runs:
   CPU s/1k        the subject's CPU seconds per 1,000 deltas during that second turn
 The streaming figures come from the second turn, which loads nothing. "-": does not apply.
 
+The fake model runs in a process of its own (bench/_fake_model.py): in this one it would share a
+GIL with the client reading the subject's frames, slowing the model of a subject that streams
+frames while it runs and not that of Hermes alone.
+
 `--pair [--before DIR]` measures only the streaming goal, paired: in each run Hermes alone, then
 `acp-server --agent hermes` and the same from checkout DIR (run with DIR/.venv; the two swap
 places every other run), each a fresh
@@ -32,6 +36,7 @@ and pass `--hermes V/bin/hermes`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -39,13 +44,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent.parent / "tests")]
 
-from fake_openai import FakeOpenAI, reply  # noqa: E402
 from hermes_home import make_home  # noqa: E402
 
 from bench._common import (  # noqa: E402
@@ -173,18 +178,36 @@ def pair(args: argparse.Namespace, workdir: str) -> None:
         servers["before"] = str(args.before / ".venv" / "bin" / "acp-server")
     ratios: dict[str, list[float]] = {label: [] for label in servers}
     for run in range(args.runs):
-        base = alone("Hermes alone", workdir, args.deltas)["rate"]
-        cells = [f"alone {base:,.0f}"]
+        ceiling = alone("Hermes alone", workdir, args.deltas)
+        base = ceiling["rate"]
+        cells = [f"alone {base:,.0f}{cpu_cell(ceiling)}"]
         order = list(servers.items())
         for label, server in order if run % 2 == 0 else reversed(order):  # neither always second
             journal = os.path.join(workdir, f"pair-{label}-{run}.db")
-            rate = acp_cold([server, "--agent", "hermes", "--db", journal], label, workdir, args.deltas)["rate"]
+            measured = acp_cold([server, "--agent", "hermes", "--db", journal], label, workdir, args.deltas)
+            rate = measured["rate"]
             ratios[label].append(rate / base)
-            cells.append(f"{label} {rate:,.0f} ({rate / base:.2f})")
-        print(f"run {run + 1}: deltas/s " + ", ".join(cells), flush=True)
+            cells.append(f"{label} {rate:,.0f} ({rate / base:.2f}){cpu_cell(measured)}")
+        print(f"run {run + 1}: deltas/s (CPU s per 1,000) " + ", ".join(cells), flush=True)
     for label, values in ratios.items():
         spread = f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
         print(f"{label}: of Hermes alone, min / median / max over {len(values)} runs: {spread}")
+
+
+def cpu_cell(figures: Figures) -> str:
+    return f" [{figures['cpu']:.3f}]" if "cpu" in figures else ""
+
+
+@contextlib.contextmanager
+def fake_model(deltas: int, workdir: str) -> Iterator[str]:
+    """The fake model's base URL, served by a process of its own (bench/_fake_model.py)."""
+    with child([PY, str(BENCH / "_fake_model.py"), str(deltas)], "fake model", workdir) as proc:
+        assert proc.stdout is not None
+        with deadline(proc, TIMEOUT, "fake model: start"):
+            base_url = proc.stdout.readline().decode().strip()
+        if not base_url:
+            raise BenchError(f"fake model: exited (status {proc.poll()})")
+        yield base_url
 
 
 def cell(runs: list[Figures], key: str, spec: str, scale: float = 1.0) -> str:
@@ -203,18 +226,15 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="with --pair: another checkout (with .venv) in the rotation")
     args = parser.parse_args()
     install_cleanup()
-    usage = {"prompt_tokens": 10, "completion_tokens": 5}
     if args.pair:
-        with tempfile.TemporaryDirectory() as workdir, FakeOpenAI() as fake:
-            fake.responder = lambda body: reply("abc" * args.deltas, usage=usage)
-            CHILD_ENV["HERMES_HOME"] = str(make_home(Path(workdir), fake.base_url))
+        with tempfile.TemporaryDirectory() as workdir, fake_model(args.deltas, workdir) as base_url:
+            CHILD_ENV["HERMES_HOME"] = str(make_home(Path(workdir), base_url))
             pair(args, workdir)
         return
     ceiling = "Hermes alone (ceiling)"
     results: dict[str, list[Figures]] = {}
-    with tempfile.TemporaryDirectory() as workdir, FakeOpenAI() as fake:
-        fake.responder = lambda body: reply("abc" * args.deltas, usage={"prompt_tokens": 10, "completion_tokens": 5})
-        CHILD_ENV["HERMES_HOME"] = str(make_home(Path(workdir), fake.base_url))
+    with tempfile.TemporaryDirectory() as workdir, fake_model(args.deltas, workdir) as base_url:
+        CHILD_ENV["HERMES_HOME"] = str(make_home(Path(workdir), base_url))
         CHILD_ENV["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="acpb-", dir="/tmp")  # short: a socket path
         runner_db = os.path.join(workdir, "runner.db")
         try:
