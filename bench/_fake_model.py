@@ -1,11 +1,13 @@
 """The fake model of bench/hermes_bench.py in a process of its own: tests/fake_openai.py on
-127.0.0.1, answering every chat with DELTAS deltas of "abc". Prints its base URL, then serves
-until its stdin closes.
+127.0.0.1, answering every chat with DELTAS deltas of "abc", the whole stream in one write.
+Prints its base URL, then serves until its stdin closes.
 
-In the bench's own process the fake would share a GIL with the client reading the subject's
-frames, so a subject that streams frames while it runs (acp-server) would slow its own model,
-and Hermes alone (which prints one line at the end of a turn) would not: a real model is
-another machine.
+A real model is another machine; this one shares two cores with the subject. Written chunk by
+chunk (a JSON encoding and a write each) it used a fifth of a core, and a subject with more
+threads of its own (acp-server's loop and journal, the client reading its frames) left it less
+of one: the model, not the subject, then set the pace. The same in the bench's own process,
+where it would share a GIL with that client. Written at once, the subject reads as fast as it
+parses, and the ratio to Hermes alone is the subject's.
 
     python bench/_fake_model.py DELTAS
 """
@@ -13,6 +15,7 @@ another machine.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -23,7 +26,8 @@ from fake_openai import FakeOpenAI, reply
 def main() -> None:
     deltas = int(sys.argv[1])
     with FakeOpenAI() as fake:
-        fake.responder = lambda body: reply("abc" * deltas, usage={"prompt_tokens": 10, "completion_tokens": 5})
+        stream = reply("abc" * deltas, usage={"prompt_tokens": 10, "completion_tokens": 5})
+        fake.responder = lambda body: replace(stream, burst=True)
         print(fake.base_url, flush=True)
         sys.stdin.read()
 

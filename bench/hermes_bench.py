@@ -18,15 +18,14 @@ Per subject, medians of the runs:
   CPU s/1k        the subject's CPU seconds per 1,000 deltas during that second turn
 The streaming figures come from the second turn, which loads nothing. "-": does not apply.
 
-The fake model runs in a process of its own (bench/_fake_model.py): in this one it would share a
-GIL with the client reading the subject's frames, slowing the model of a subject that streams
-frames while it runs and not that of Hermes alone.
+The fake model runs in a process of its own and writes each answer at once (bench/_fake_model.py
+says why): the subject, not the model, sets the pace.
 
-`--pair [--before DIR]` measures only the streaming goal, paired: in each run Hermes alone, then
-`acp-server --agent hermes` and the same from checkout DIR (run with DIR/.venv; the two swap
-places every other run), each a fresh
-process whose second turn is timed; it prints every run's deltas/s and its ratio to Hermes alone
-of the same run (goal: >= 0.95), then min / median / max of the ratios.
+`--pair [--before DIR] [--turns 4]` measures only the streaming goal, paired: in each run a fresh
+Hermes alone, `acp-server --agent hermes` and the same from checkout DIR (run with DIR/.venv),
+each past its first turn, then their turns in alternation (the order reversed every other
+turn); it prints each turn's deltas/s and its ratio to the turn of Hermes alone beside it (goal:
+>= 0.95), then min / median / max of the ratios.
 
 `hermes acp` needs `hermes-agent[acp]` (agent-client-protocol 0.9, older than the test extra's),
 so give it its own virtualenv: `python -m venv V && V/bin/pip install 'hermes-agent[acp]==0.19.0'`
@@ -37,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -44,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,26 +144,35 @@ def acp_typed(command: list[str], label: str, workdir: str, deltas: int) -> Figu
 def alone(label: str, workdir: str, deltas: int) -> Figures:
     """Hermes alone: a first turn, then the measured second turn, as for the ACP subjects."""
     with child([PY, str(BENCH / "_hermes_alone.py")], label, workdir) as proc:
-        assert proc.stdin is not None and proc.stdout is not None
-        with deadline(proc, TIMEOUT, f"{label}: build"):
-            if proc.stdout.readline().strip() != b"ready":
-                raise BenchError(f"{label}: did not get ready")
-        turns: list[Turn] = []
-        for _ in range(2):
-            cpu_before = cpu_seconds(proc.pid)
-            proc.stdin.write(b"go\n")
-            proc.stdin.flush()
-            with deadline(proc, TIMEOUT, f"{label}: a turn"):
-                line = proc.stdout.readline()
-            cpu_after = cpu_seconds(proc.pid)
-            if not line:
-                raise BenchError(f"{label}: exited (status {proc.poll()})")
-            result = json.loads(line)
-            if result["deltas"] < deltas:
-                raise BenchError(f"{label}: got {result['deltas']} deltas, expected {deltas}")
-            cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-            turns.append(Turn(result["first"], result["stream"], cpu))
-    return streaming(turns[1], deltas)
+        turn = alone_turns(proc, label, deltas)
+        turn()
+        return streaming(turn(), deltas)
+
+
+def alone_turns(proc: subprocess.Popen[bytes], label: str, deltas: int) -> Callable[[], Turn]:
+    """Once Hermes alone (bench/_hermes_alone.py) is built: a function running its next turn."""
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
+    with deadline(proc, TIMEOUT, f"{label}: build"):
+        if stdout.readline().strip() != b"ready":
+            raise BenchError(f"{label}: did not get ready")
+
+    def turn() -> Turn:
+        cpu_before = cpu_seconds(proc.pid)
+        stdin.write(b"go\n")
+        stdin.flush()
+        with deadline(proc, TIMEOUT, f"{label}: a turn"):
+            line = stdout.readline()
+        cpu_after = cpu_seconds(proc.pid)
+        if not line:
+            raise BenchError(f"{label}: exited (status {proc.poll()})")
+        result = json.loads(line)
+        if result["deltas"] < deltas:
+            raise BenchError(f"{label}: got {result['deltas']} deltas, expected {deltas}")
+        cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+        return Turn(result["first"], result["stream"], cpu)
+
+    return turn
 
 
 def streaming(turn: Turn, deltas: int) -> Figures:
@@ -172,30 +181,40 @@ def streaming(turn: Turn, deltas: int) -> Figures:
 
 
 def pair(args: argparse.Namespace, workdir: str) -> None:
-    """Hermes alone and acp-server (and `--before`'s) in turn, run by run; ratios per run."""
+    """Per run, a fresh Hermes alone and a fresh acp-server (and `--before`'s), each past its
+    first turn; then their turns alternate, `--turns` each, so that every ratio compares turns
+    run seconds apart (this machine's speed drifts by a third within a minute)."""
     servers = {"after" if args.before else "acp-server": str(BIN / "acp-server")}
     if args.before:
         servers["before"] = str(args.before / ".venv" / "bin" / "acp-server")
     ratios: dict[str, list[float]] = {label: [] for label in servers}
     for run in range(args.runs):
-        ceiling = alone("Hermes alone", workdir, args.deltas)
-        base = ceiling["rate"]
-        cells = [f"alone {base:,.0f}{cpu_cell(ceiling)}"]
-        order = list(servers.items())
-        for label, server in order if run % 2 == 0 else reversed(order):  # neither always second
-            journal = os.path.join(workdir, f"pair-{label}-{run}.db")
-            measured = acp_cold([server, "--agent", "hermes", "--db", journal], label, workdir, args.deltas)
-            rate = measured["rate"]
-            ratios[label].append(rate / base)
-            cells.append(f"{label} {rate:,.0f} ({rate / base:.2f}){cpu_cell(measured)}")
-        print(f"run {run + 1}: deltas/s (CPU s per 1,000) " + ", ".join(cells), flush=True)
+        with contextlib.ExitStack() as stack:
+            proc = stack.enter_context(child([PY, str(BENCH / "_hermes_alone.py")], "Hermes alone", workdir))
+            subjects: dict[str, Callable[[], Turn]] = {"alone": alone_turns(proc, "Hermes alone", args.deltas)}
+            for label, server in servers.items():
+                journal = os.path.join(workdir, f"pair-{label}-{run}.db")
+                proc = stack.enter_context(child([server, "--agent", "hermes", "--db", journal], label, workdir))
+                client, session = open_client(label, proc, workdir)
+                subjects[label] = functools.partial(lambda c, s: prompt(c, s, args.deltas)[1], client, session)
+            for turn in subjects.values():
+                turn()  # the first turn: it may wait for Hermes to load
+            order = list(subjects)
+            for index in range(args.turns):
+                rates: dict[str, float] = {}
+                cells: list[str] = []
+                for label in order if index % 2 == 0 else reversed(order):  # none always first
+                    figures = streaming(subjects[label](), args.deltas)
+                    rates[label] = figures["rate"]
+                for label in order:
+                    shown = "" if label == "alone" else f" ({rates[label] / rates['alone']:.2f})"
+                    cells.append(f"{label} {rates[label]:,.0f}{shown}")
+                    if label != "alone":
+                        ratios[label].append(rates[label] / rates["alone"])
+                print(f"run {run + 1}, turn {index + 2}: deltas/s " + ", ".join(cells), flush=True)
     for label, values in ratios.items():
         spread = f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
-        print(f"{label}: of Hermes alone, min / median / max over {len(values)} runs: {spread}")
-
-
-def cpu_cell(figures: Figures) -> str:
-    return f" [{figures['cpu']:.3f}]" if "cpu" in figures else ""
+        print(f"{label}: of Hermes alone, min / median / max over {len(values)} turns: {spread}")
 
 
 @contextlib.contextmanager
@@ -224,6 +243,7 @@ def main() -> None:
     parser.add_argument("--hermes", default=str(BIN / "hermes"), help="the hermes command (with the acp extra)")
     parser.add_argument("--pair", action="store_true", help="only the streaming ratio to Hermes alone, per run")
     parser.add_argument("--before", type=Path, help="with --pair: another checkout (with .venv) in the rotation")
+    parser.add_argument("--turns", type=int, default=4, help="with --pair: measured turns of each subject per run")
     args = parser.parse_args()
     install_cleanup()
     if args.pair:

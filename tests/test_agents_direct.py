@@ -201,6 +201,17 @@ def test_a_held_open_streams_client_that_leaves_before_the_stream_is_written_cou
         assert fake.disconnected.wait(10)
 
 
+def test_a_burst_stream_sends_the_same_events_in_one_write():
+    """bench/_fake_model.py's answers: what a client reads is the stream written chunk by chunk."""
+    body = {"stream": True, "messages": []}
+    with FakeOpenAI() as fake:
+        answer = fake_openai.reply("abc" * 50, usage={"prompt_tokens": 1, "completion_tokens": 1})
+        fake.script(answer, replace(answer, burst=True))
+        paced, burst = (httpx.post(fake.base_url + "/chat/completions", json=body, timeout=10) for _ in range(2))
+    assert burst.status_code == 200 and burst.headers["content-type"] == "text/event-stream"
+    assert burst.text == paced.text and burst.text.count("data: ") > 50 and burst.text.endswith("data: [DONE]\n\n")
+
+
 @pytest.mark.parametrize(("endpoint", "reply", "path", "body", "ending"), FAKE_CALLS)
 def test_each_fake_streams_its_scripted_answer_and_records_the_request(endpoint, reply, path, body, ending):
     with endpoint() as fake:
