@@ -136,30 +136,32 @@ def _values(names: tuple[str, ...]) -> Callable[[Any], tuple[object, ...]]:
 def _init(cls: type, fields: tuple[Field[Any], ...]) -> Callable[..., None]:
     """`__init__`, compiled as dataclasses compiles a frozen one: each field set through
     `object.__setattr__`, defaults and factories taken from the fields."""
-    namespace: dict[str, Any] = {"_set": object.__setattr__, "_FACTORY": _FACTORY}
+    # Every name of ours in the generated code is one no field has: a field may be called `self`.
+    namespace: dict[str, Any] = {"__frozen_set__": object.__setattr__, "__frozen_factory__": _FACTORY}
     positional: list[str] = []
     keyword: list[str] = []
     body: list[str] = []
     for f in fields:
         name = f.name
         if f.default is not MISSING:
-            namespace[f"_default_{name}"] = f.default
-            value = name if f.init else f"_default_{name}"
-            default = f"=_default_{name}"
+            namespace[f"__frozen_default_{name}__"] = f.default
+            value = name if f.init else f"__frozen_default_{name}__"
+            default = f"=__frozen_default_{name}__"
         elif f.default_factory is not MISSING:
-            namespace[f"_factory_{name}"] = f.default_factory
-            value = f"_factory_{name}() if {name} is _FACTORY else {name}" if f.init else f"_factory_{name}()"
-            default = "=_FACTORY"
+            namespace[f"__frozen_factory_{name}__"] = f.default_factory
+            produced = f"__frozen_factory_{name}__()"
+            value = f"{produced} if {name} is __frozen_factory__ else {name}" if f.init else produced
+            default = "=__frozen_factory__"
         else:
             if not f.init:
                 continue  # set by __post_init__, or never
             value, default = name, ""
         if f.init:
             (keyword if f.kw_only else positional).append(name + default)
-        body.append(f"    _set(self, {name!r}, {value})")
+        body.append(f"    __frozen_set__(__frozen_self__, {name!r}, {value})")
     if hasattr(cls, "__post_init__"):
-        body.append("    self.__post_init__()")
-    parameters = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
+        body.append("    __frozen_self__.__post_init__()")
+    parameters = ", ".join(["__frozen_self__", *positional, *(["*", *keyword] if keyword else [])])
     source = f"def __init__({parameters}):\n" + "\n".join(body or ["    pass"]) + "\n"
     exec(source, namespace)  # noqa: S102  # the names are a class's own field names
     init: Callable[..., None] = namespace["__init__"]

@@ -50,6 +50,18 @@ def bare(decorate: Any) -> type:
     return Bare
 
 
+def awkward(decorate: Any) -> type:
+    @decorate
+    class Awkward:
+        """Fields named as what generated code might use."""
+
+        self: int
+        _set: int = 1
+        object: list[int] = field(default_factory=list)
+
+    return Awkward
+
+
 def single(decorate: Any) -> type:
     @decorate
     class Single:
@@ -98,6 +110,7 @@ def _cases() -> list[tuple[str, tuple[type, type], list[tuple[tuple[Any, ...], d
     return [
         ("plain", both(plain), [(("a",), {}), (("a", 2, ["x"]), {"secret": "s", "note": "n"})]),
         ("bare", both(bare), [((), {})]),
+        ("awkward", both(awkward), [((1,), {}), ((1, 2, [3]), {})]),
         ("single", both(single), [((1,), {}), (((1, 2),), {})]),
         ("keyword", both(keyword), [(("a",), {}), (("a",), {"second": 5, "third": (1,)})]),
         ("hidden", both(hidden), [((3,), {})]),
