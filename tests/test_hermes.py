@@ -396,6 +396,33 @@ def test_the_warm_up_waits_for_the_first_session_and_then_runs(fake, workspace):
     assert done.returncode == 0, done.stderr
 
 
+EXIT_DURING_WARM_UP = """
+import atexit, sys, threading
+from adapters.hermes import agent
+found = []
+atexit.register(lambda: print("alive" if found[0].is_alive() else "done", flush=True))  # runs after the adapter's
+adapter = agent.HermesAdapter()
+found.append(next(t for t in threading.enumerate() if t.name == "hermes-import"))
+adapter._asked.set()  # the editor opened a session: the warm-up begins, and the process exits at once
+"""
+
+
+def test_the_process_exits_after_the_warm_up_under_way_stops_not_in_the_middle_of_it(fake, workspace):
+    """Left to the interpreter's exit, the daemon thread was stopped wherever it was; inside
+    pydantic-core's Rust code that aborted the process ("FATAL: exception not rethrown")."""
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_DURING_WARM_UP],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert (done.returncode, done.stdout) == (0, "done\n"), done.stderr
+    assert "FATAL" not in done.stderr
+
+
 def test_the_vivid_contract_reaches_hermes_requests_only_in_vivid_turns(fake, workspace):
     from adapters.haui_contract import HAUI_CONTRACT
 

@@ -10,6 +10,7 @@ run. See docs/agents/hermes.md.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import logging
 import threading
@@ -28,6 +29,7 @@ from adapters.hermes.setup import hermes
 log = logging.getLogger(__name__)
 status_log = logging.getLogger("adapters.hermes.status")  # Hermes' own status lines
 WARM_DELAY = 1.0  # seconds the warm-up waits for the editor's first session before it starts anyway
+EXIT_WAIT = 10.0  # seconds the process's exit waits for a warm-up under way (its imports take 1-2 s)
 
 
 @dataclass(slots=True)
@@ -51,9 +53,12 @@ class HermesAdapter:
         self._config_mcp: mcp.Servers | None = None  # config.yaml's MCP servers, shared by all sessions
         self._asked = threading.Event()  # a session was opened or prompted
         self._goals = goals.Goals()
+        self._exiting = threading.Event()
         if warm:
             # Importing Hermes takes seconds; do it while the editor sets up, not in the first prompt.
-            threading.Thread(target=self._warm_when_asked, name="hermes-import", daemon=True).start()
+            self._warming = threading.Thread(target=self._warm_when_asked, name="hermes-import", daemon=True)
+            self._warming.start()
+            atexit.register(self._stop_warming)
 
     def capabilities(self) -> AdapterCapabilities:
         return AdapterCapabilities(
@@ -175,7 +180,18 @@ class HermesAdapter:
         delayed their answers (0.43 s against 0.32 s to a usable session, median of 8 runs)
         without bringing the first delta any sooner (2.03 s against 2.04 s)."""
         self._asked.wait(WARM_DELAY)
-        _warm_up()
+        if not self._exiting.is_set():
+            _warm_up(self._exiting)
+
+    def _stop_warming(self) -> None:
+        """At the process's exit (atexit, while threads still run): a warm-up not begun is
+        dropped, one under way stops after its current import and is waited for. Left to the
+        interpreter's exit, the daemon thread was stopped wherever it was, and inside
+        pydantic-core's Rust code that aborts the process ("FATAL: exception not rethrown" as
+        the last line an editor or `acp-server prompt` shows)."""
+        self._exiting.set()
+        self._asked.set()
+        self._warming.join(EXIT_WAIT)
 
     def _session(self, turn: TurnInput) -> _Session:
         """The session's AIAgent, built once; built again (after a running turn) when a load or
@@ -246,7 +262,7 @@ _WARM_IMPORTS = (
 )
 
 
-def _warm_up() -> None:
+def _warm_up(stop: threading.Event | None = None) -> None:
     """Do the once-per-process work of Hermes' first AIAgent build and first request before a
     session needs it: the imports (1.6 s: Hermes 0.8 s, 0.4 s of it model_tools discovering its
     tools; the openai SDK 0.6 s, its resources 0.2 s more) and the tool definitions (0.15 s,
@@ -254,7 +270,11 @@ def _warm_up() -> None:
     a session's own (0.15 s, mostly loading TLS bundles) and would run alongside that build."""
     with suppress(Exception):  # the first turn imports again and reports any real problem
         for module in _WARM_IMPORTS:
+            if stop is not None and stop.is_set():
+                return
             hermes(module)
+        if stop is not None and stop.is_set():
+            return
         kwargs = setup.agent_kwargs(setup.resolve(), session_id="warm-up", mcp_names=())
         hermes("model_tools").get_tool_definitions(enabled_toolsets=kwargs["enabled_toolsets"], quiet_mode=True)
 
