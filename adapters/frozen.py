@@ -66,13 +66,14 @@ def _build(cls: type, *, kw_only: bool) -> type:
     if any("InitVar" in str(f.type) for f in pseudo):
         raise TypeError(f"{made.__qualname__}: @frozen takes no InitVar fields")
     names = tuple(f.name for f in fields)
-    shown = _values(tuple(f.name for f in fields if f.repr))
+    shown_names = tuple(f.name for f in fields if f.repr)
+    shown = _values(shown_names)
     compared = _values(tuple(f.name for f in fields if f.compare))
     hashed = _values(tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash)))
     every = _values(names)
 
     def __repr__(self: Any) -> str:
-        pairs = zip((f.name for f in fields if f.repr), shown(self), strict=True)
+        pairs = zip(shown_names, shown(self), strict=True)
         return f"{self.__class__.__qualname__}({', '.join(f'{name}={value!r}' for name, value in pairs)})"
 
     def __eq__(self: Any, other: object) -> bool:

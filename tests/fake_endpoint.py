@@ -240,17 +240,14 @@ class Exchange(BaseHTTPRequestHandler):
         if self.fake.opening_comment:
             self._write(": keep-alive comment\n\n")
         if stream.burst:
-            events = "".join(f"data: {json.dumps(item)}\n\n" for item in stream.chunks)
-            self._write(events + ("data: [DONE]\n\n" if self.fake.done_marker else ""))
-            self.wfile.write(b"0\r\n\r\n")
-            return
-        for index, item in enumerate(stream.chunks):
-            if stream.resume is not None and index == stream.pause_after:
-                self.fake.wait_for(stream.resume)
-            event = f"event: {item['type']}\n" if self.fake.named_events else ""
-            self._write(f"{event}data: {json.dumps(item)}\n\n")
-            if stream.gap:
-                time.sleep(stream.gap)
+            self._write("".join(self._event(item) for item in stream.chunks))
+        else:
+            for index, item in enumerate(stream.chunks):
+                if stream.resume is not None and index == stream.pause_after:
+                    self.fake.wait_for(stream.resume)
+                self._write(self._event(item))
+                if stream.gap:
+                    time.sleep(stream.gap)
         if stream.hold_open:
             self.fake.hold(self)
             self.close_connection = True
@@ -258,6 +255,10 @@ class Exchange(BaseHTTPRequestHandler):
         if self.fake.done_marker:
             self._write("data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
+
+    def _event(self, item: dict[str, Any]) -> str:
+        named = f"event: {item['type']}\n" if self.fake.named_events else ""
+        return f"{named}data: {json.dumps(item)}\n\n"
 
     def _write(self, text: str) -> None:
         data = text.encode()

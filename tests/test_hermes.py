@@ -383,9 +383,10 @@ assert not warm.is_alive() and "openai.resources" in sys.modules, "no warm-up on
 """
 
 
-def test_the_warm_up_waits_for_the_first_session_and_then_runs(fake, workspace):
-    done = subprocess.run(
-        [sys.executable, "-c", WARM_UP_WAITS, str(workspace)],
+def run_python(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`script` in a fresh interpreter: what a process does at its start and exit."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
         capture_output=True,
         text=True,
         timeout=90,
@@ -393,6 +394,10 @@ def test_the_warm_up_waits_for_the_first_session_and_then_runs(fake, workspace):
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
     )
+
+
+def test_the_warm_up_waits_for_the_first_session_and_then_runs(fake, workspace):
+    done = run_python(WARM_UP_WAITS, str(workspace))
     assert done.returncode == 0, done.stderr
 
 
@@ -410,15 +415,7 @@ adapter._asked.set()  # the editor opened a session: the warm-up begins, and the
 def test_the_process_exits_after_the_warm_up_under_way_stops_not_in_the_middle_of_it(fake, workspace):
     """Left to the interpreter's exit, the daemon thread was stopped wherever it was; inside
     pydantic-core's Rust code that aborted the process ("FATAL: exception not rethrown")."""
-    done = subprocess.run(
-        [sys.executable, "-c", EXIT_DURING_WARM_UP],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_python(EXIT_DURING_WARM_UP)
     assert (done.returncode, done.stdout) == (0, "done\n"), done.stderr
     assert "FATAL" not in done.stderr
 
