@@ -140,7 +140,9 @@ def test_a_real_agent_below_gives_a_v2_client_whole_turns_that_survive_a_restart
             before, model_asked = len(server.frames), len(fake.model_requests)
             _, shown = server.turn(sid, "Which word?")
             assert said(shown) == "It was zebra."
-            assert "zebra" in json.dumps(fake.model_requests[model_asked:]), "the model sees the first prompt"
+            others = [u for u in shown if u["sessionUpdate"] != "agent_message_chunk"]  # a notice says why
+            sent_below = json.dumps(fake.model_requests[model_asked:])
+            assert "zebra" in sent_below, f"the model sees the first prompt; the turn also showed {others}"
             server.close_stdin()
             assert server.wait(timeout=30) == 0, server.exit_report()
         finally:
