@@ -228,6 +228,19 @@ def _gemini_sessions_a_minute_old(root: Path) -> None:
         )
 
 
+def _fast_agent_finishes_its_history_rotation(root: Path) -> None:
+    """fast-agent 0.10 saves a session's history to a temporary file, then renames
+    `history_agent.json` to `history_agent_previous.json` and the temporary file to
+    `history_agent.json`. A SIGKILL between the two renames (it saves as a cancelled turn ends)
+    leaves no `history_agent.json`, and `session/resume` then finds no history at all. The test
+    makes the second rename, whose file was complete before the first."""
+    for session in (work_dir(root) / ".fast-agent" / "sessions").glob("*"):
+        for written in session.glob(".history_*.json.tmp.*"):
+            current = session / written.name[1:].split(".tmp.")[0]
+            if not current.exists():
+                written.rename(current)
+
+
 def _chat_sees_result(body: Any) -> bool:
     return body["messages"][-1]["role"] == "tool"
 
@@ -275,6 +288,7 @@ REAL_AGENTS = {
             write_hello=_fast_agent_writes,
             is_tool_result=_chat_sees_result,
             writes_through_client=True,
+            between_lives=_fast_agent_finishes_its_history_rotation,
         ),
         RealAgent(
             name="hermes",
