@@ -72,10 +72,27 @@ async def connect(
         else:
             await _enter_wal(conn)
             await conn.execute("PRAGMA synchronous = NORMAL")
+            await conn.execute("PRAGMA temp_store = MEMORY")  # its TEMP trigger needs no file
             if not autocheckpoint:
                 await conn.execute("PRAGMA wal_autocheckpoint = 0")
     except BaseException:
         await conn.close()
+        raise
+    return conn
+
+
+_INLINE_PRAGMAS = ("busy_timeout = 0", "foreign_keys = ON", "synchronous = NORMAL", "wal_autocheckpoint = 0")
+
+
+def inline_connection(path: Path) -> sqlite3.Connection:
+    """A second write connection, for the loop's own thread (only: sqlite3 checks), for commits
+    that must not wait: no busy timeout (a lock held elsewhere fails at once), no checkpoints."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for pragma in (*_INLINE_PRAGMAS, "temp_store = MEMORY"):
+            conn.execute(f"PRAGMA {pragma}")
+    except BaseException:
+        conn.close()
         raise
     return conn
 
@@ -117,6 +134,14 @@ class WriteConnection:
         self.path = path
         self._lock = asyncio.Lock()
         self._wrote = wrote  # told the rows each transaction changed (the checkpointer counts them)
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    def wrote(self, rows: int) -> None:
+        if self._wrote is not None:
+            self._wrote(rows)
 
     async def transaction(self, body: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
         """Run `body` in `BEGIN IMMEDIATE ... COMMIT`; rolled back and re-run if the file is locked."""

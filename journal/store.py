@@ -1,7 +1,9 @@
 """The journal: durable sessions and append-only per-run event logs in one SQLite file.
 
 `Journal` owns one write connection (group-committed appends, short `BEGIN IMMEDIATE`
-transactions, so several server processes can share the file) and one read connection for
+transactions, so several server processes can share the file), a second one on the loop's own
+thread for a durable event when no other write is queued or under way (one statement that never
+waits: the streaming path's commit without two thread hops), and one read connection for
 lookups and streaming replay. Every text it stores (events, titles, paths, config values,
 permission keys, errors) passes through `journal.redact` first. It imports the runtime event
 types and nothing of ACP.
@@ -45,10 +47,10 @@ from journal.records import (
     storable,
 )
 from journal.redact import redact, redact_text
-from journal.sqlite import WriteConnection, connect, private_database, tighten_database
+from journal.sqlite import WriteConnection, connect, inline_connection, private_database, tighten_database
 from journal.states import RunState, normalize_state
 from journal.unfinished import OpenRuns, recover
-from journal.writer import GroupCommitter, PendingEvent, write_batch
+from journal.writer import TOUCH_PARENTS, GroupCommitter, PendingEvent, write_batch
 
 MAX_BACKLOG = 8192
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -104,6 +106,7 @@ class Journal:
         self._read = read
         self._committer = GroupCommitter(self._commit_batch)
         self._runs = OpenRuns(self._write)
+        self._inline: sqlite3.Connection | None = None
         self._closed = False
 
     @classmethod
@@ -126,6 +129,8 @@ class Journal:
                 await journal._prepare()
                 tighten_database(file)
             except BaseException:
+                if journal._inline is not None:
+                    journal._inline.close()
                 await read.close()
                 await write.close()
                 raise
@@ -136,6 +141,9 @@ class Journal:
     async def _prepare(self) -> None:
         if await schema.user_version(self._write.conn) != schema.SCHEMA_VERSION:
             await self._write.transaction(schema.migrate)
+        await self._write.conn.execute(TOUCH_PARENTS)
+        self._inline = inline_connection(self.path)
+        self._inline.execute(TOUCH_PARENTS)
         self.recovered_runs = await self.recover_runs()
 
     async def recover_runs(self, session_id: str | None = None) -> tuple[str, ...]:
@@ -162,6 +170,8 @@ class Journal:
             await self._runs.close()
             await self._checkpoints.close()
         finally:
+            if self._inline is not None:
+                self._inline.close()
             await self._read.close()
             await self._write.close()
 
@@ -351,7 +361,10 @@ class Journal:
             terminal=kind == "done",
             payload=storable(_JSON.encode(payload if redacted else redact(payload))),
         )
-        waiter = self._committer.submit(item, durable=durable or is_durable(envelope.event))
+        durable = durable or is_durable(envelope.event)
+        if durable and self._committed_inline(item):
+            return
+        waiter = self._committer.submit(item, durable=durable)
         if waiter is not None:
             try:
                 await waiter
@@ -410,6 +423,22 @@ class Journal:
             yield page
 
     # --- internals ------------------------------------------------------------------------
+
+    def _committed_inline(self, item: PendingEvent) -> bool:
+        """Commit one event here, on the loop, when no other write is queued or under way: one
+        statement that does not wait for a lock (another process's write, a checkpoint of
+        SQLite's own). False when it did not: anything unusual (a lock, a duplicate, an unknown
+        run, a full disk) takes the queued path, which waits, retries and says what went wrong."""
+        if self._inline is None or not self._committer.idle or self._write.busy:
+            return False
+        try:
+            changes = self._inline.total_changes
+            if write_batch(self._inline, [item]):
+                return False
+            self._write.wrote(self._inline.total_changes - changes)
+        except sqlite3.Error:  # a ProgrammingError too, on another thread than the loop's
+            return False
+        return True
 
     async def _commit_batch(self, items: list[PendingEvent]) -> dict[int, Exception]:
         try:

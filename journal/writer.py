@@ -3,7 +3,8 @@
 `GroupCommitter` owns the queue and the background task (started by the journal, joined in
 its `close`); a batch is committed when it reaches `BATCH_SIZE`, when someone waits for it
 (a durable append, a flush) or `WINDOW` seconds after its first event, whichever comes first.
-The server waits for every event, so its batches are what queued during the previous commit.
+A durable event that finds nothing queued or under way is committed by the journal on the loop
+instead (`Journal._committed_inline`); what queues behind a commit is batched here.
 `write_batch` is the batch's SQL, run on the write connection's thread inside its transaction.
 """
 
@@ -56,6 +57,11 @@ class GroupCommitter:
     @property
     def backlog(self) -> int:
         return len(self._queue)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and no commit under way: an event committed now keeps its order."""
+        return not self._queue and self._inflight_done is None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="journal-writer")
@@ -154,26 +160,33 @@ _INSERT = """INSERT INTO events (run_id, seq, session_id, run_no, type, created_
 SELECT ?, ?, session_id, seq_no, ?, ?, ?, ? FROM runs WHERE id = ? AND session_id = ?"""
 
 
+# Installed on the journal's write connections (TEMP: no schema change): each stored event moves
+# its run's `last_seq` and its session's `updated_at` within the statement that inserts it, so a
+# one-event batch is one statement: its own transaction, no BEGIN and COMMIT.
+TOUCH_PARENTS = """CREATE TEMP TRIGGER IF NOT EXISTS events_touch_parents AFTER INSERT ON main.events
+BEGIN
+    UPDATE runs SET last_seq = max(coalesce(last_seq, NEW.seq), NEW.seq) WHERE id = NEW.run_id;
+    UPDATE sessions SET updated_at = max(updated_at, NEW.created_at) WHERE id = NEW.session_id;
+END"""
+
+
 def write_batch(
     conn: sqlite3.Connection, items: list[PendingEvent], *, one_by_one: bool = False
 ) -> dict[int, Exception]:
-    """Insert the batch and keep runs.last_seq / sessions.updated_at current; returns refusals.
+    """Insert the batch (`TOUCH_PARENTS` keeps runs.last_seq / sessions.updated_at current);
+    returns refusals.
 
-    Synchronous, on the write connection's thread, inside the caller's transaction (one trip
-    from the loop per batch). Raises sqlite3.IntegrityError on a duplicate (run_id, seq) unless
-    `one_by_one`, which the caller then uses (in a fresh transaction) so only the duplicate is
-    refused.
+    Synchronous, inside the caller's transaction, or for one event a transaction of its own.
+    Raises sqlite3.IntegrityError on a duplicate (run_id, seq) unless `one_by_one`, which the
+    caller then uses (in a fresh transaction) so only the duplicate is refused.
     """
     params = [
         (i.run_id, i.seq, i.type, i.created_at, int(i.terminal), i.payload, i.run_id, i.session_id) for i in items
     ]
     if one_by_one:
-        failures = _insert_each(conn, params)
-    else:
-        cursor = conn.executemany(_INSERT, params)
-        failures = {} if cursor.rowcount == len(items) else _unknown_runs(conn, items)
-    _touch_parents(conn, [item for n, item in enumerate(items) if n not in failures])
-    return failures
+        return _insert_each(conn, params)
+    cursor = conn.execute(_INSERT, params[0]) if len(params) == 1 else conn.executemany(_INSERT, params)
+    return {} if cursor.rowcount == len(items) else _unknown_runs(conn, items)
 
 
 def _unknown_runs(conn: sqlite3.Connection, items: list[PendingEvent]) -> dict[int, Exception]:
@@ -199,19 +212,3 @@ def _insert_each(conn: sqlite3.Connection, params: list[tuple[Any, ...]]) -> dic
         if cursor.rowcount == 0:
             failures[index] = LookupError(f"no run {row[0]!r} in session {row[7]!r}")
     return failures
-
-
-def _touch_parents(conn: sqlite3.Connection, items: list[PendingEvent]) -> None:
-    last_seq: dict[str, int] = {}
-    touched: dict[str, float] = {}
-    for item in items:
-        last_seq[item.run_id] = max(item.seq, last_seq.get(item.run_id, item.seq))
-        touched[item.session_id] = max(item.created_at, touched.get(item.session_id, item.created_at))
-    conn.executemany(
-        "UPDATE runs SET last_seq = max(coalesce(last_seq, ?), ?) WHERE id = ?",
-        [(seq, seq, run_id) for run_id, seq in last_seq.items()],
-    )
-    conn.executemany(
-        "UPDATE sessions SET updated_at = max(updated_at, ?) WHERE id = ?",
-        [(stamp, session_id) for session_id, stamp in touched.items()],
-    )

@@ -151,11 +151,18 @@ async def serving(db: Path):
         await journal.close()
 
 
+async def on_write_connections(journal: Journal, pragma: str) -> None:
+    """The test hook (no root, no tiny file system needed): a per-connection pragma on both of the
+    journal's write connections, the group commit's and the one-event commits' on the loop."""
+    await journal._write.conn.execute(pragma)
+    assert journal._inline is not None
+    journal._inline.execute(pragma)
+
+
 async def fill_the_disk(journal: Journal) -> None:
-    """SQLite's own page limit on the journal's write connection: as a full disk, new pages fail."""
-    conn = journal._write.conn  # the test hook: no root, no tiny file system needed
-    [(pages,)] = await conn.execute_fetchall("PRAGMA page_count")
-    await conn.execute(f"PRAGMA max_page_count = {pages}")
+    """SQLite's own page limit on the journal's write connections: as a full disk, new pages fail."""
+    [(pages,)] = await journal._write.conn.execute_fetchall("PRAGMA page_count")
+    await on_write_connections(journal, f"PRAGMA max_page_count = {pages}")
 
 
 async def test_a_full_disk_during_a_turn_is_said_as_such_the_run_ends_failed_and_the_server_serves_on(tmp_path):
@@ -174,7 +181,7 @@ async def test_a_full_disk_during_a_turn_is_said_as_such_the_run_ends_failed_and
         assert run.error == "the journal could not store all of this run: it cannot be written: the disk is full"
         listed = await editor.request("session/list", {})
         assert [s["sessionId"] for s in listed["sessions"]] == [session]
-        await journal._write.conn.execute("PRAGMA max_page_count = 1073741823")  # space again
+        await on_write_connections(journal, "PRAGMA max_page_count = 1073741823")  # space again
         assert (await editor.prompt(session, "and now?"))["stopReason"] == "end_turn"
 
 
@@ -184,7 +191,7 @@ async def test_a_journal_made_read_only_mid_turn_has_the_run_ended_as_an_error_o
         session = await editor.new_session(tmp_path)
 
         async def read_only_then_allow(params):
-            await journal._write.conn.execute("PRAGMA query_only = ON")  # as a file made read-only
+            await on_write_connections(journal, "PRAGMA query_only = ON")  # as a file made read-only
             return await editor.allow_once(params)
 
         editor.handlers[methods.REQUEST_PERMISSION] = read_only_then_allow
@@ -195,7 +202,7 @@ async def test_a_journal_made_read_only_mid_turn_has_the_run_ended_as_an_error_o
             "or pass --db FILE"
         )
         assert [run.status for run in await journal.runs(session)] == [RunState.RUNNING]  # nothing could say otherwise
-        await journal._write.conn.execute("PRAGMA query_only = OFF")
+        await on_write_connections(journal, "PRAGMA query_only = OFF")
     async with await Journal.open(db) as reopened:
         [run] = await reopened.runs(session)
         assert (run.status, run.error) == (

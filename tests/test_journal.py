@@ -10,6 +10,7 @@ import os
 import shutil
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -384,6 +385,58 @@ async def test_an_append_returns_committed_exactly_when_its_event_is_durable(
             stored = conn.execute("SELECT count(*) FROM events").fetchone()[0]
 
     assert stored == (1 if durable else 0)
+
+
+async def test_every_commit_moves_the_runs_last_event_and_the_sessions_time(db: Path) -> None:
+    """One event alone is committed on the loop, a batch by the group commit: either way the run
+    and the session say so in the same transaction."""
+    async with await Journal.open(db) as journal:
+        await new_session(journal)
+        await journal.start_run(run_id="r1", session_id="s1")
+        later = time.time() + 3600  # each event later than the session's last change
+        with raw(db) as conn:
+            for seq, durable in enumerate([True, False, False, True, True]):
+                created = later + seq
+                await journal.append(Envelope("r1", "s1", seq, TextDelta(f"{seq}"), created), durable=durable)
+                if durable:
+                    run = conn.execute("SELECT last_seq FROM runs WHERE id = 'r1'").fetchone()
+                    session = conn.execute("SELECT updated_at FROM sessions WHERE id = 's1'").fetchone()
+                    assert (run, session) == ((seq,), (created,))
+        kept = [rec.seq async for rec in journal.events("s1")]
+
+    assert kept == [0, 1, 2, 3, 4]
+
+
+async def test_a_durable_append_waits_for_another_process_writing_then_commits(db: Path) -> None:
+    holder = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+sys.stdin.readline()
+conn.execute("COMMIT")
+"""
+    async with await Journal.open(db) as journal:
+        await new_session(journal)
+        await journal.start_run(run_id="r1", session_id="s1")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", holder, str(db), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        assert await proc.stdout.readline() == b"held\n"
+        append = asyncio.create_task(journal.append(Envelope("r1", "s1", 0, TextDelta("waited")), durable=True))
+        done, _ = await asyncio.wait([append], timeout=0.5)
+        assert not done  # neither stored nor failed while the other process writes
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+        assert await proc.wait() == 0
+        async with asyncio.timeout(30):
+            await append
+        run = await journal.get_run("r1")
+        kept = [rec.event async for rec in journal.events("s1")]
+
+    assert run is not None and run.last_seq == 0
+    assert kept == [TextDelta("waited")]
 
 
 async def test_an_append_the_database_refuses_fails_alone(db: Path) -> None:
