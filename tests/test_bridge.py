@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import anyio
@@ -253,3 +254,45 @@ async def test_once_a_fast_stream_piles_up_its_deltas_wait_for_the_next_frame_an
     await anyio.to_thread.run_sync(sink.text, "f")
     with anyio.fail_after(10):
         assert await sink.take() == [TextDelta("f")]
+
+
+async def test_within_a_fast_streams_frame_its_deltas_leave_the_loop_asleep_and_a_report_wakes_it():
+    """Each wake-up of the loop takes the GIL from the agent's thread (a parser, for a fast
+    stream): within a frame, deltas only merge, and the frame's end or another report wakes it."""
+    sink = ThreadSink(NoServices(), frame=60.0)  # a frame longer than the test
+    watch = AskWatch(sink)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(anyio.to_thread.run_sync, sink.text, "a")
+        await watch.blocked()
+        assert await answer_ask(sink) == [TextDelta("a")]
+    await anyio.to_thread.run_sync(lambda: [sink.text("b") for _ in range(20)])
+    assert await sink.take() == [TextDelta("b" * 20)]  # a fast stream: paced from here
+
+    loop = asyncio.get_running_loop()
+    wakes: list[object] = []
+    call_soon_threadsafe = loop.call_soon_threadsafe
+
+    def counted(callback, *args, **kwargs):
+        if callback == sink._wake.set:  # not anyio's own calls, which hand back a thread's result
+            wakes.append(callback)
+        return call_soon_threadsafe(callback, *args, **kwargs)
+
+    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+    try:
+        taken: list = []
+        async with anyio.create_task_group() as tg:
+
+            async def take() -> None:
+                taken.extend(await sink.take())
+
+            tg.start_soon(take)
+            await anyio.wait_all_tasks_blocked()  # the loop waits, its buffer empty
+            await anyio.to_thread.run_sync(lambda: [sink.text(part) for part in "cde"])
+            await anyio.wait_all_tasks_blocked()
+            assert (taken, wakes) == ([], [])
+            await anyio.to_thread.run_sync(lambda: sink.tool_call("Read", kind="read"))
+        assert [type(item) for item in taken] == [TextDelta, ToolCallStarted]
+        assert taken[0] == TextDelta("cde")
+        assert len(wakes) == 1
+    finally:
+        del loop.call_soon_threadsafe

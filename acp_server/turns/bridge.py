@@ -5,8 +5,10 @@ worker only wakes the loop when the buffer was empty, and while the loop lags be
 consecutive text deltas merge in the buffer instead of piling up. Only the first delta of a run
 waits until it is published, so the first words reach the editor at once. A stream faster than
 an editor draws (DENSE deltas or more within a frame) is published once a frame: its next deltas
-wait for the next frame (FRAME) and merge meanwhile, so that a fast agent's stream costs a
-journal commit and a frame per frame, not per few deltas; anything but a delta is taken at once.
+wait for the next frame (FRAME) and merge meanwhile, without waking the loop, so that a fast
+agent's stream costs a journal commit, a frame and one wake-up per frame, not per few deltas
+(each wake-up takes the GIL from an agent thread that parses); anything but a delta is taken at
+once.
 Asks (permission, files, commands) travel through the same buffer, so they reach the editor
 after every report made before them, and the worker blocks on a future until the loop answers;
 once a permission question named a tool call, later title changes of that call are dropped.
@@ -137,7 +139,8 @@ class ThreadSink:
         self._buffer: deque[Item | _Deltas] = deque()
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)
-        self._parked = False
+        self._parked = False  # the loop waits for a report ...
+        self._paced = False  # ... and, within a fast stream's frame, for one that is not a delta
         self._wake = asyncio.Event()
         self._cancel_event = threading.Event()
         self._asks: set[concurrent.futures.Future[Any]] = set()
@@ -177,11 +180,17 @@ class ThreadSink:
                     last.size += len(item.text)
                     return
                 self._buffer.append(_Deltas(type(item), [item.text], len(item.text), item.message_id))
+                # Within a fast stream's frame a new run waits for the frame like the deltas
+                # before it, unless the run before it is full.
+                urgent = not self._paced or (isinstance(last, _Deltas) and last.size >= MERGE_LIMIT)
             else:
                 self._buffer.append(item)
                 if not isinstance(item, Ask):
                     self._last = None  # a report between deltas: the next delta starts a new run
-            wake, self._parked = self._parked, False
+                urgent = True
+            wake = self._parked and urgent
+            if wake:
+                self._parked = False
         if wake:
             self._loop.call_soon_threadsafe(self._wake.set)
 
@@ -401,7 +410,8 @@ class ThreadSink:
                 if self._buffer and pause <= 0:
                     return self._take_all()
                 self._wake.clear()
-                self._parked = True  # a report other than a merged delta wakes the loop
+                self._parked = True  # a report other than a merged delta wakes the loop ...
+                self._paced = pause > 0  # ... and within a fast stream's frame, only a report
             if pause <= 0:
                 await self._wake.wait()
                 continue
@@ -412,11 +422,9 @@ class ThreadSink:
                 timer.cancel()
 
     def _pause(self) -> float:
-        """How long the buffer may wait: only one run of deltas, of a stream found fast, not full."""
-        if len(self._buffer) != 1:
-            return 0.0
-        waiting = self._buffer[0]
-        if not isinstance(waiting, _Deltas) or waiting.size >= MERGE_LIMIT:
+        """How long the loop may wait for the next frame of a stream found fast: while the buffer
+        holds nothing but runs of deltas, none of them full (nothing at all, between deltas)."""
+        if any(type(item) is not _Deltas or item.size >= MERGE_LIMIT for item in self._buffer):
             return 0.0
         return self._paced_until - self._loop.time()
 
