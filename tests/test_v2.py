@@ -27,7 +27,10 @@ from acp_server.turns import mapping_v2
 
 V2_CLIENT = CLIENTS / "v2-client.mjs"
 FAKE_AGENT = str(Path(__file__).with_name("fake_acp_agent.py"))
-CLIENT_TIMEOUT = 90
+CLIENT_TIMEOUT = 180
+# A step's limit in the client: a prompt to a restarted Hermes imports Hermes first, which took
+# over 15 s (the client's default) in one CI run with the machine at load average 9.
+STEP_TIMEOUT_MS = 45_000
 
 SCRIPT = {
     "contextWindow": 1000,
@@ -101,6 +104,7 @@ def run_v2(
         "cwd": str(workspace(tmp_path)),
         "steps": steps,
         "session": session,
+        "timeoutMs": STEP_TIMEOUT_MS,
     }
     config_file = tmp_path / "v2-config.json"
     config_file.write_text(json.dumps(config))
