@@ -296,3 +296,34 @@ async def test_within_a_fast_streams_frame_its_deltas_leave_the_loop_asleep_and_
         assert len(wakes) == 1
     finally:
         del loop.call_soon_threadsafe
+
+
+def test_a_turn_that_ends_after_its_loop_closed_ends_quietly_and_its_reports_stop():
+    """An abandoned turn's worker may outlive the server's loop (a turn that ignored a cancel):
+    it must not raise in its thread at the end, and a report after the loop closed stops it."""
+
+    async def parked_sink() -> ThreadSink:
+        sink = ThreadSink(NoServices())
+        with anyio.move_on_after(0.01):  # the loop waits for a report, as a running turn's does
+            await sink.take()
+        return sink
+
+    sink = asyncio.run(parked_sink())  # asyncio.run closes the loop
+    raised: list[BaseException | None] = []
+    hook, threading.excepthook = threading.excepthook, lambda args: raised.append(args.exc_value)
+    try:
+        worker = threading.Thread(target=sink.work, args=(Answers(), None))
+        worker.start()
+        worker.join()
+    finally:
+        threading.excepthook = hook
+    assert raised == []
+
+    sink = asyncio.run(parked_sink())
+    with pytest.raises(TurnCancelled):
+        sink.tool_call("Read", kind="read")
+
+
+class Answers:
+    def run_turn(self, turn, sink):
+        return "end_turn"

@@ -191,8 +191,8 @@ class ThreadSink:
             wake = self._parked and urgent
             if wake:
                 self._parked = False
-        if wake:
-            self._loop.call_soon_threadsafe(self._wake.set)
+        if wake and not self._woke():
+            raise TurnCancelled("the server stopped before the turn ended")
 
     def _ask(self, call: Callable[[], Awaitable[T]], stoppable: Stoppable | None = None) -> T:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
@@ -391,7 +391,15 @@ class ThreadSink:
             self._buffer.append(finished)
             wake, self._parked = self._parked, False
         if wake:
+            self._woke()
+
+    def _woke(self) -> bool:
+        """Wake the loop; False when it is closed (the turn was abandoned: nobody takes it)."""
+        try:
             self._loop.call_soon_threadsafe(self._wake.set)
+        except RuntimeError:
+            return False
+        return True
 
     # --- loop side -----------------------------------------------------------------------
 
