@@ -226,8 +226,8 @@ async def test_the_worker_always_ends_with_one_finished_item_carrying_the_except
     assert isinstance(items[0], ToolCallStarted)
 
 
-async def test_once_a_fast_stream_piles_up_its_deltas_wait_for_the_next_frame_and_anything_else_does_not():
-    sink = ThreadSink(NoServices(), frame=60.0)  # a frame longer than the test: only a wake ends it
+async def fast_stream(sink: ThreadSink) -> AskWatch:
+    """A run's first delta published, then 20 more taken at once: the sink paces the run from here."""
     watch = AskWatch(sink)
     async with anyio.create_task_group() as tg:
         tg.start_soon(anyio.to_thread.run_sync, sink.text, "a")
@@ -235,6 +235,12 @@ async def test_once_a_fast_stream_piles_up_its_deltas_wait_for_the_next_frame_an
         assert await answer_ask(sink) == [TextDelta("a")]
     await anyio.to_thread.run_sync(lambda: [sink.text("b") for _ in range(20)])
     assert await sink.take() == [TextDelta("b" * 20)]  # the loop lags behind this stream
+    return watch
+
+
+async def test_once_a_fast_stream_piles_up_its_deltas_wait_for_the_next_frame_and_anything_else_does_not():
+    sink = ThreadSink(NoServices(), frame=60.0)  # a frame longer than the test: only a wake ends it
+    watch = await fast_stream(sink)
 
     await anyio.to_thread.run_sync(sink.text, "c")
     with anyio.move_on_after(0.5) as waited:
@@ -260,13 +266,7 @@ async def test_within_a_fast_streams_frame_its_deltas_leave_the_loop_asleep_and_
     """Each wake-up of the loop takes the GIL from the agent's thread (a parser, for a fast
     stream): within a frame, deltas only merge, and the frame's end or another report wakes it."""
     sink = ThreadSink(NoServices(), frame=60.0)  # a frame longer than the test
-    watch = AskWatch(sink)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(anyio.to_thread.run_sync, sink.text, "a")
-        await watch.blocked()
-        assert await answer_ask(sink) == [TextDelta("a")]
-    await anyio.to_thread.run_sync(lambda: [sink.text("b") for _ in range(20)])
-    assert await sink.take() == [TextDelta("b" * 20)]  # a fast stream: paced from here
+    await fast_stream(sink)
 
     loop = asyncio.get_running_loop()
     wakes: list[object] = []
