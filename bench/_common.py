@@ -38,6 +38,15 @@ def set_pycache(directory: str | Path) -> None:
     CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(directory)
 
 
+def checkout_server(checkout: Path) -> list[str]:
+    """`acp-server` from another checkout (`--before DIR`), run with DIR/.venv's Python and DIR's
+    code whatever the child's working directory: `-P` keeps that directory off sys.path (`python
+    -m` puts it first, and from this repository it ran this repository's code) and PYTHONPATH puts
+    DIR ahead of any editable install the venv points elsewhere. `env` execs: the pid is the server's."""
+    python = checkout / ".venv" / "bin" / "python"
+    return ["env", f"PYTHONPATH={checkout.resolve()}", str(python), "-P", "-m", "acp_server"]
+
+
 _children: dict[int, subprocess.Popen[bytes]] = {}
 _children_lock = threading.Lock()
 

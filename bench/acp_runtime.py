@@ -48,6 +48,7 @@ from bench._common import (  # noqa: E402
     PY,
     BenchError,
     LineClient,
+    checkout_server,
     cpu_seconds,
     deadline,
     fmt,
@@ -74,17 +75,15 @@ def subjects(launch: Launch, root: Path, run: int, before: Path | None = None) -
     environment (acp-server passes its own down to the agent, so the agent sees the same either way)."""
     env = launch.env | {"XDG_DATA_HOME": str(root / "data"), "XDG_CONFIG_HOME": str(root / "config")}
 
-    def server(python: str, name: str) -> list[str]:
-        return [python, "-m", "acp_server", "--db", str(root / f"journal-{name}-{run}.db"), "--agent", "acp", "--"]
+    def server(command: list[str], name: str) -> list[str]:
+        return [*command, "--db", str(root / f"journal-{name}-{run}.db"), "--agent", "acp", "--"]
 
     found = [
         Subject(DIRECT, list(launch.command), env, launch.cwd),
-        Subject(THROUGH, [*server(PY, THROUGH), *launch.command], env, launch.cwd),
+        Subject(THROUGH, [*server([PY, "-m", "acp_server"], THROUGH), *launch.command], env, launch.cwd),
     ]
     if before is not None:
-        found.append(
-            Subject(BEFORE, [*server(str(before / ".venv/bin/python"), BEFORE), *launch.command], env, launch.cwd)
-        )
+        found.append(Subject(BEFORE, [*server(checkout_server(before), BEFORE), *launch.command], env, launch.cwd))
     return found
 
 

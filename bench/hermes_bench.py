@@ -59,6 +59,7 @@ from bench._common import (  # noqa: E402
     PY,
     BenchError,
     LineClient,
+    checkout_server,
     child,
     cpu_seconds,
     deadline,
@@ -184,9 +185,9 @@ def pair(args: argparse.Namespace, workdir: str) -> None:
     """Per run, a fresh Hermes alone and a fresh acp-server (and `--before`'s), each past its
     first turn; then their turns alternate, `--turns` each, so that every ratio compares turns
     run seconds apart (this machine's speed drifts by a third within a minute)."""
-    servers = {"after" if args.before else "acp-server": str(BIN / "acp-server")}
+    servers = {"after" if args.before else "acp-server": [str(BIN / "acp-server")]}
     if args.before:
-        servers["before"] = str(args.before / ".venv" / "bin" / "acp-server")
+        servers["before"] = checkout_server(args.before)
     ratios: dict[str, list[float]] = {label: [] for label in servers}
     for run in range(args.runs):
         with contextlib.ExitStack() as stack:
@@ -194,7 +195,7 @@ def pair(args: argparse.Namespace, workdir: str) -> None:
             subjects: dict[str, Callable[[], Turn]] = {"alone": alone_turns(proc, "Hermes alone", args.deltas)}
             for label, server in servers.items():
                 journal = os.path.join(workdir, f"pair-{label}-{run}.db")
-                proc = stack.enter_context(child([server, "--agent", "hermes", "--db", journal], label, workdir))
+                proc = stack.enter_context(child([*server, "--agent", "hermes", "--db", journal], label, workdir))
                 client, session = open_client(label, proc, workdir)
                 subjects[label] = functools.partial(lambda c, s: prompt(c, s, args.deltas)[1], client, session)
             for turn in subjects.values():

@@ -30,6 +30,7 @@ from _common import (
     REPO,
     BenchError,
     LineClient,
+    checkout_server,
     child,
     deadline,
     install_cleanup,
@@ -59,14 +60,14 @@ class Run:
 
 
 def subjects(before: Path | None, tmp: Path) -> list[Subject]:
-    def ours(label: str, repo: Path, python: str) -> Subject:
+    def ours(label: str, repo: Path, server: list[str]) -> Subject:
         agent = "bench.latency_agent:make_agent"
-        return Subject(label, [python, "-m", "acp_server", "--agent", agent, "--db", str(tmp / "{run}.db")], repo)
+        return Subject(label, [*server, "--agent", agent, "--db", str(tmp / "{run}.db")], repo)
 
     found = [Subject("SDK agent", [PY, str(BENCH / "sdk_agent.py")], REPO)]
     if before is not None:
-        found.append(ours("before", before, str(before / ".venv" / "bin" / "python")))
-    found.append(ours("acp-server" if before is None else "after", REPO, PY))
+        found.append(ours("before", before, checkout_server(before)))
+    found.append(ours("acp-server" if before is None else "after", REPO, [PY, "-m", "acp_server"]))
     return found
 
 
