@@ -1,5 +1,7 @@
 """A peer's output: messages encoded and queued in order, written by one task, and a high-water
-mark that makes senders (and the peer's reading) wait while the other side does not read.
+mark that makes senders (and the peer's reading) wait while the other side does not read. While
+that task has nothing to write, a writer that can take a frame at once without waiting (a pipe
+with nothing held back, a file) is given it by the sender, on the same turn of the loop.
 
 A write that fails (the other side closed its input) is logged once; from then on nothing waits
 for room and queued frames are dropped, so a peer winding down never hangs on its output.
@@ -11,9 +13,10 @@ import asyncio
 import json
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
-from acp_server.rpc.wire import FrameWriter
+from acp_server.rpc.wire import FrameWriter, ImmediateWriter
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,7 @@ class Outbox:
         self._has_room.set()
         self._closed = False
         self._failed = False
+        self._now: Callable[[bytes], bool] | None = None  # the writer's `write_now`, while it is idle
 
     def put(self, message: dict[str, Any]) -> None:
         """Queue `message` at once (raises ValueError or TypeError for one that is not JSON)."""
@@ -54,6 +58,15 @@ class Outbox:
         await self.room()
 
     def _put(self, data: bytes) -> None:
+        if self._now is not None and not self._frames:
+            # The writer waits for data with nothing in hand: write at once, on the caller's
+            # turn of the loop, rather than wake the writer's task for another iteration.
+            try:
+                if self._now(data):
+                    return
+            except (BrokenPipeError, ConnectionError, OSError) as exc:
+                self._fail(exc)
+                return
         self._frames.append(data)
         self._bytes += len(data)
         self._has_data.set()
@@ -69,12 +82,17 @@ class Outbox:
         self._has_data.set()
 
     async def run(self, writer: FrameWriter) -> None:
+        immediate = writer.write_now if isinstance(writer, ImmediateWriter) else None
         while True:
             while not self._frames:
                 if self._closed:
                     return
                 self._has_data.clear()
-                await self._has_data.wait()
+                self._now = None if self._failed else immediate
+                try:
+                    await self._has_data.wait()
+                finally:
+                    self._now = None
             data = b"".join(self._frames)
             self._frames.clear()
             self._bytes = 0
@@ -84,5 +102,9 @@ class Outbox:
             try:
                 await writer.write(data)
             except (BrokenPipeError, ConnectionError, OSError) as exc:
-                log.warning("output closed by the other side: %s", exc)
-                self._failed = True
+                self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        log.warning("output closed by the other side: %s", exc)
+        self._failed = True
+        self._now = None

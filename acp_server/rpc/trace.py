@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import IO, Any
 
-from acp_server.rpc.wire import Frame, FrameWriter, Oversized
+from acp_server.rpc.wire import Frame, FrameWriter, ImmediateWriter, Oversized
 from journal.private import open_private_append
 
 log = logging.getLogger(__name__)
@@ -150,10 +150,17 @@ class TracedWriter:
     def __init__(self, inner: FrameWriter, trace: Trace) -> None:
         self._inner = inner
         self._trace = trace
+        self._now = inner.write_now if isinstance(inner, ImmediateWriter) else None
 
     async def write(self, data: bytes) -> None:
         self._trace.outgoing(data)
         await self._inner.write(data)
+
+    def write_now(self, data: bytes) -> bool:
+        if self._now is None or not self._now(data):
+            return False
+        self._trace.outgoing(data)
+        return True
 
     async def aclose(self) -> None:
         await self._inner.aclose()

@@ -13,7 +13,7 @@ import os
 import stat
 import sys
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
@@ -34,6 +34,15 @@ Frame = bytes | Oversized
 class FrameWriter(Protocol):
     async def write(self, data: bytes) -> None: ...
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class ImmediateWriter(FrameWriter, Protocol):
+    """A writer that can also take a frame at once, without a task or a loop iteration of its own."""
+
+    def write_now(self, data: bytes) -> bool:
+        """Write `data` now and return True; False, with nothing written, when it would have to wait."""
+        ...
 
 
 def claim_stdout() -> int:
@@ -147,6 +156,14 @@ class PipeWriter:
         self._writer.write(data)
         await self._writer.drain()
 
+    def write_now(self, data: bytes) -> bool:
+        # Only while nothing waits in the transport: it writes to the pipe at once, and keeps
+        # what the pipe did not take (a lagging reader), so the next frame takes `write`.
+        if self._transport.is_closing() or self._transport.get_write_buffer_size():
+            return False
+        self._transport.write(data)
+        return True
+
     async def aclose(self) -> None:
         with contextlib.suppress(ConnectionError, BrokenPipeError):
             await self._writer.drain()
@@ -160,10 +177,14 @@ class FileWriter:
         self._fd = fd
 
     async def write(self, data: bytes) -> None:
+        self.write_now(data)
+
+    def write_now(self, data: bytes) -> bool:
         view = memoryview(data)
         while view:
             written = os.write(self._fd, view)
             view = view[written:]
+        return True
 
     async def aclose(self) -> None:
         os.close(self._fd)
