@@ -1,6 +1,7 @@
 """The peer's output over a real pipe: a frame sent while the writer is idle is written at once,
-frames sent while the reader lags wait and arrive whole and in order, and a reader that goes
-away fails the output once without hanging its senders."""
+frames sent while the reader lags wait and arrive whole and in order, a reader that goes away
+fails the output once without hanging its senders, and a response goes out with the
+notifications its handler spawned to follow it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from contextlib import asynccontextmanager, suppress
 import anyio
 import pytest
 
+from acp_server.rpc.dispatch import Dispatcher
 from acp_server.rpc.outbox import Outbox
+from acp_server.rpc.peer import Peer
 from acp_server.rpc.wire import FrameWriter, PipeWriter
 
 
@@ -99,3 +102,56 @@ async def test_a_reader_that_goes_away_fails_the_output_once_and_no_sender_waits
 def _quiet_asyncio_pipe_warnings(caplog):
     """asyncio logs each write to a closed pipe at WARNING after the fifth; not ours to test."""
     caplog.set_level(logging.ERROR, logger="asyncio")
+
+
+class CountedWrites:
+    """A real pipe's writer, remembering what each write (at once, or by the writer's task) held."""
+
+    def __init__(self, inner: PipeWriter) -> None:
+        self.inner = inner
+        self.writes: list[bytes] = []
+
+    async def write(self, data: bytes) -> None:
+        self.writes.append(data)
+        await self.inner.write(data)
+
+    def write_now(self, data: bytes) -> bool:
+        if not self.inner.write_now(data):
+            return False
+        self.writes.append(data)
+        return True
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_a_response_and_the_notifications_its_handler_spawned_go_out_in_one_write():
+    """A client acts on a response at once (a prompt right after session/new): what the handler
+    spawned to follow it (the session's commands) must already be there, as it was before
+    frames were written at once."""
+    read_fd, write_fd = os.pipe()
+    writer = CountedWrites(await PipeWriter.open(write_fd))  # type: ignore[arg-type]
+    peer = Peer()
+    send, receive = anyio.create_memory_object_stream[bytes](10)
+
+    async def new_session(params: dict) -> dict:
+        peer.spawn(lambda: peer.notify("session/update", {"sessionId": "s", "update": {"n": 1}}))
+        return {"sessionId": "s"}
+
+    async def ping(params: dict) -> dict:
+        return {}
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(peer.run, receive, writer, Dispatcher({"session/new": new_session, "ping": ping}))
+            await send.send(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}')
+            await send.send(b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}')
+            await send.aclose()
+        ping_write, new_write = writer.writes
+        assert ping_write == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'  # nothing follows it: written at once
+        assert new_write.splitlines() == [
+            b'{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}',
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"n":1}}}',
+        ]
+    finally:
+        os.close(read_fd)

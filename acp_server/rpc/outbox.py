@@ -43,9 +43,11 @@ class Outbox:
         self._failed = False
         self._now: Callable[[bytes], bool] | None = None  # the writer's `write_now`, while it is idle
 
-    def put(self, message: dict[str, Any]) -> None:
-        """Queue `message` at once (raises ValueError or TypeError for one that is not JSON)."""
-        self._put(encode(message))
+    def put(self, message: dict[str, Any], *, at_once: bool = True) -> None:
+        """Queue `message` at once (raises ValueError or TypeError for one that is not JSON).
+        Without `at_once` it waits for the writer's task, so what is sent before that task runs
+        (a response's follow-up notifications) goes out with it, in one write."""
+        self._put(encode(message), at_once=at_once)
 
     async def send(self, message: dict[str, Any]) -> None:
         """Queue `message`, then wait while the output is over the high-water mark."""
@@ -57,8 +59,8 @@ class Outbox:
         self._put(frame)
         await self.room()
 
-    def _put(self, data: bytes) -> None:
-        if self._now is not None and not self._frames:
+    def _put(self, data: bytes, *, at_once: bool = True) -> None:
+        if at_once and self._now is not None and not self._frames:
             # The writer waits for data with nothing in hand: write at once, on the caller's
             # turn of the loop, rather than wake the writer's task for another iteration.
             try:

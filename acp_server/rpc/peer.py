@@ -121,6 +121,7 @@ class Peer:
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
         self._closed = False
+        self._spawned = 0  # work started by `spawn`, counted so that a response knows it has some
         self._drained = asyncio.Event()
         self._reading = anyio.CancelScope()
         self._tasks: TaskGroup | None = None
@@ -197,6 +198,7 @@ class Peer:
             raise RuntimeError("spawn: the peer is not running")
         if self._closed:
             raise PeerClosedError("spawn: the connection is closed")
+        self._spawned += 1
         self._tasks.start_soon(self._unordered, func)
 
     @staticmethod
@@ -350,11 +352,15 @@ class Peer:
 
     async def _serve(self, message: Message) -> None:
         assert self._dispatcher is not None  # set by run before anything is read
+        spawned = self._spawned
         response = await self._dispatcher.dispatch(message)
         if response is None:
             return
         try:
-            self._outbox.put(response)
+            # A handler that spawned work (notifications that follow its response, such as a
+            # new session's commands) has its response wait for the writer's task, so that the
+            # client reads them together, before it can act on the response.
+            self._outbox.put(response, at_once=self._spawned == spawned)
         except (ValueError, TypeError):
             log.exception("result of %s is not JSON-serialisable", message["method"])
             self._send_error(message["id"], {"code": INTERNAL_ERROR, "message": "Internal error"})
