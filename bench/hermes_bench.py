@@ -25,7 +25,9 @@ says why): the subject, not the model, sets the pace.
 Hermes alone, `acp-server --agent hermes` and the same from checkout DIR (run with DIR/.venv),
 each past its first turn, then their turns in alternation (the order reversed every other
 turn); it prints each turn's deltas/s and its ratio to the turn of Hermes alone beside it (goal:
->= 0.95), then min / median / max of the ratios.
+>= 0.95), then min / median / max of the ratios. Beside each, the waits of Hermes' parsing
+thread (its voluntary context switches, sampled from /proc every 5 ms): 3-10 a turn alone, and
+in acp-server each time the loop took the GIL from it; the ratio's gap follows them.
 
 `hermes acp` needs `hermes-agent[acp]` (agent-client-protocol 0.9, older than the test extra's),
 so give it its own virtualenv: `python -m venv V && V/bin/pip install 'hermes-agent[acp]==0.19.0'`
@@ -43,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -181,6 +184,52 @@ def streaming(turn: Turn, deltas: int) -> Figures:
     return figures | ({} if turn.cpu is None else {"cpu": turn.cpu * 1000 / deltas})
 
 
+class BusiestThread:
+    """While a turn runs, samples each thread of a process (/proc/PID/task) every SAMPLE_S: the
+    thread that used the most CPU is Hermes' parsing thread (it lives only for the turn), and
+    its voluntary context switches count how often it waited (for the GIL, in acp-server: the
+    cause of the gap to Hermes alone, and a steadier figure than deltas/s)."""
+
+    SAMPLE_S = 0.005
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self._first: dict[str, tuple[int, int]] = {}  # tid -> (CPU ns, voluntary switches)
+        self._last: dict[str, tuple[int, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> BusiestThread:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def switches(self) -> int | None:
+        """The busiest thread's voluntary context switches during the turn (None: no reading)."""
+        spent = {tid: self._last[tid][0] - first[0] for tid, first in self._first.items()}
+        if not spent:
+            return None
+        busiest = max(spent, key=spent.__getitem__)
+        return self._last[busiest][1] - self._first[busiest][1]
+
+    def _sample(self) -> None:
+        while True:
+            for task in Path(f"/proc/{self._pid}/task").glob("*"):
+                try:
+                    cpu = int((task / "schedstat").read_text().split()[0])
+                    status = (task / "status").read_text()
+                except (OSError, ValueError, IndexError):
+                    continue  # the thread ended
+                voluntary = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+                self._first.setdefault(task.name, (cpu, voluntary))
+                self._last[task.name] = (cpu, voluntary)
+            if self._stop.wait(self.SAMPLE_S):
+                return
+
+
 def pair(args: argparse.Namespace, workdir: str) -> None:
     """Per run, a fresh Hermes alone and a fresh acp-server (and `--before`'s), each past its
     first turn; then their turns alternate, `--turns` each, so that every ratio compares turns
@@ -189,33 +238,44 @@ def pair(args: argparse.Namespace, workdir: str) -> None:
     if args.before:
         servers["before"] = checkout_server(args.before)
     ratios: dict[str, list[float]] = {label: [] for label in servers}
+    waits: dict[str, list[int]] = {label: [] for label in ["alone", *servers]}
     for run in range(args.runs):
         with contextlib.ExitStack() as stack:
             proc = stack.enter_context(child([PY, str(BENCH / "_hermes_alone.py")], "Hermes alone", workdir))
             subjects: dict[str, Callable[[], Turn]] = {"alone": alone_turns(proc, "Hermes alone", args.deltas)}
+            pids = {"alone": proc.pid}
             for label, server in servers.items():
                 journal = os.path.join(workdir, f"pair-{label}-{run}.db")
                 proc = stack.enter_context(child([*server, "--agent", "hermes", "--db", journal], label, workdir))
                 client, session = open_client(label, proc, workdir)
                 subjects[label] = functools.partial(lambda c, s: prompt(c, s, args.deltas)[1], client, session)
+                pids[label] = proc.pid
             for turn in subjects.values():
                 turn()  # the first turn: it may wait for Hermes to load
             order = list(subjects)
             for index in range(args.turns):
                 rates: dict[str, float] = {}
+                switches: dict[str, int | None] = {}
                 cells: list[str] = []
                 for label in order if index % 2 == 0 else reversed(order):  # none always first
-                    figures = streaming(subjects[label](), args.deltas)
-                    rates[label] = figures["rate"]
+                    with BusiestThread(pids[label]) as busiest:
+                        figures = streaming(subjects[label](), args.deltas)
+                    rates[label], switches[label] = figures["rate"], busiest.switches()
                 for label in order:
                     shown = "" if label == "alone" else f" ({rates[label] / rates['alone']:.2f})"
-                    cells.append(f"{label} {rates[label]:,.0f}{shown}")
+                    cells.append(f"{label} {rates[label]:,.0f}{shown} {fmt(switches[label], ',')} waits")
                     if label != "alone":
                         ratios[label].append(rates[label] / rates["alone"])
+                    if (count := switches[label]) is not None:
+                        waits[label].append(count)
                 print(f"run {run + 1}, turn {index + 2}: deltas/s " + ", ".join(cells), flush=True)
     for label, values in ratios.items():
         spread = f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
         print(f"{label}: of Hermes alone, min / median / max over {len(values)} turns: {spread}")
+    for label, counts in waits.items():
+        if counts:
+            spread = f"{min(counts)} / {statistics.median(counts):.0f} / {max(counts)}"
+            print(f"{label}: waits of Hermes' parsing thread a turn (voluntary context switches), {spread}")
 
 
 @contextlib.contextmanager
