@@ -44,9 +44,10 @@ class Outbox:
         self._now: Callable[[bytes], bool] | None = None  # the writer's `write_now`, while it is idle
 
     def put(self, message: dict[str, Any], *, at_once: bool = True) -> None:
-        """Queue `message` at once (raises ValueError or TypeError for one that is not JSON).
-        Without `at_once` it waits for the writer's task, so what is sent before that task runs
-        (a response's follow-up notifications) goes out with it, in one write."""
+        """Send `message` without waiting: written now when the writer is idle and can, else
+        queued (raises ValueError or TypeError for one that is not JSON). Without `at_once` it
+        is queued for the writer's task, so that what is sent before that task runs (a
+        response's follow-up notifications) goes out with it, in one write."""
         self._put(encode(message), at_once=at_once)
 
     async def send(self, message: dict[str, Any]) -> None:
