@@ -81,7 +81,13 @@ async def connect(
     return conn
 
 
-_INLINE_PRAGMAS = ("busy_timeout = 0", "foreign_keys = ON", "synchronous = NORMAL", "wal_autocheckpoint = 0")
+_INLINE_PRAGMAS = (
+    "busy_timeout = 0",
+    "foreign_keys = ON",
+    "synchronous = NORMAL",
+    "wal_autocheckpoint = 0",
+    "temp_store = MEMORY",
+)
 
 
 def inline_connection(path: Path) -> sqlite3.Connection:
@@ -89,7 +95,7 @@ def inline_connection(path: Path) -> sqlite3.Connection:
     that must not wait: no busy timeout (a lock held elsewhere fails at once), no checkpoints."""
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        for pragma in (*_INLINE_PRAGMAS, "temp_store = MEMORY"):
+        for pragma in _INLINE_PRAGMAS:
             conn.execute(f"PRAGMA {pragma}")
     except BaseException:
         conn.close()
