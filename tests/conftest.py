@@ -76,3 +76,14 @@ def private_places(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
     yield
     shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def no_stream_outlives_its_turn():
+    """A dense stream raises the process's GIL switch interval until its turn closes its sink
+    (`bridge.LongSlices`): a test that leaves one open would slow every later test's loop."""
+    bridge = sys.modules.get("acp_server.turns.bridge")  # not imported here: tests of imports
+    before = 0 if bridge is None else bridge.LONG_SLICES.holders
+    yield
+    bridge = sys.modules.get("acp_server.turns.bridge")
+    assert bridge is None or bridge.LONG_SLICES.holders == before, "a fast stream's sink was never closed"

@@ -260,6 +260,7 @@ async def test_once_a_fast_stream_piles_up_its_deltas_wait_for_the_next_frame_an
     await anyio.to_thread.run_sync(sink.text, "f")
     with anyio.fail_after(10):
         assert await sink.take() == [TextDelta("f")]
+    sink.close()  # the turn's end (the supervisor's): its stream was dense
 
 
 async def test_within_a_fast_streams_frame_its_deltas_leave_the_loop_asleep_and_a_report_wakes_it():
@@ -296,6 +297,7 @@ async def test_within_a_fast_streams_frame_its_deltas_leave_the_loop_asleep_and_
         assert len(wakes) == 1
     finally:
         del loop.call_soon_threadsafe
+        sink.close()
 
 
 def test_a_turn_that_ends_after_its_loop_closed_ends_quietly_and_its_reports_stop():

@@ -8,7 +8,9 @@ an editor draws (DENSE deltas or more within a frame) is published once a frame:
 wait for the next frame (FRAME) and merge meanwhile, without waking the loop, so that a fast
 agent's stream costs a journal commit, a frame and one wake-up per frame, not per few deltas
 (each wake-up takes the GIL from an agent thread that parses); anything but a delta is taken at
-once.
+once. While such a stream runs, the GIL's switch interval is a frame (`LongSlices`): the loop,
+which publishes only once a frame, waits for the agent's thread to let go of the GIL (its next
+read from the model) rather than forcing it out every 5 ms, several times a frame.
 Asks (permission, files, commands) travel through the same buffer, so they reach the editor
 after every report made before them, and the worker blocks on a future until the loop answers;
 once a permission question named a tool call, later title changes of that call are dropped.
@@ -22,6 +24,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import sys
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
@@ -68,6 +71,43 @@ DENSE = 16  # deltas taken within one frame: a stream faster than an editor draw
 
 T = TypeVar("T")
 Stoppable = Callable[[Callable[[], object]], None]
+
+
+class LongSlices:
+    """The GIL's switch interval while at least one dense stream runs (`hold`, `release`): a
+    frame, not Python's default 5 ms. A thread that wants the GIL waits that long before it
+    forces the holder out; an agent thread that parses a fast stream lets go of it on its own
+    (reading the model's socket) long before, so the loop takes it then, instead of forcing a
+    handover for each of its steps (the poll, the journal's commit, the write): Hermes' parsing
+    thread waits half as often (docs/performance.md). The loop publishes such a stream once a
+    frame anyway; outside one (a sparse stream, asks, a turn's end) the interval is whatever it
+    was. Used from the loop's thread; the lock covers servers on loops of their own."""
+
+    def __init__(self, interval: float) -> None:
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._saved = 0.0
+
+    @property
+    def holders(self) -> int:
+        return self._holders
+
+    def hold(self) -> None:
+        with self._lock:
+            if self._holders == 0:
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(max(self._saved, self._interval))
+            self._holders += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0:
+                sys.setswitchinterval(self._saved)
+
+
+LONG_SLICES = LongSlices(FRAME)
 
 
 class TurnServices(Protocol):
@@ -148,6 +188,7 @@ class ThreadSink:
         self._asked: set[str] = set()  # calls a permission question was put about: their titles stay
         self._stopped: set[str] = set()  # calls whose command a client stopped, until their last update
         self._last: type[TextDelta] | type[ThoughtDelta] | None = None  # the kind of delta reported last
+        self._dense = False  # a stream found dense holds LONG_SLICES until it is not, or `close`
 
     # --- worker side: control ------------------------------------------------------------
 
@@ -443,10 +484,19 @@ class ThreadSink:
         self._frame_deltas += sum(len(item.parts) for item in self._buffer if isinstance(item, _Deltas))
         dense = isinstance(self._buffer[-1], _Deltas) and self._frame_deltas >= DENSE
         self._paced_until = now + self._frame if dense else 0.0
+        if dense != self._dense:
+            self._dense = dense
+            (LONG_SLICES.hold if dense else LONG_SLICES.release)()
         items = [item.event() if isinstance(item, _Deltas) else item for item in self._buffer]
         self._buffer.clear()
         self._not_full.notify_all()
         return items
+
+    def close(self) -> None:
+        """From the loop, once the turn is over (however it ended): a dense stream's hold ends."""
+        if self._dense:
+            self._dense = False
+            LONG_SLICES.release()
 
     def cancel(self) -> None:
         """From the loop: every later sink call raises, and every pending ask is abandoned."""

@@ -283,6 +283,7 @@ async def run_turn(
                 outcome = TurnOutcome("cancelled")
             tg.cancel_scope.cancel()  # the asks of an abandoned worker must not hold the turn open
     finally:
+        sink.close()
         if outcome is None:
             stop()
         final = outcome or TurnOutcome("cancelled")
