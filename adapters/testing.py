@@ -164,9 +164,9 @@ class RecordingSink:
             self._late.append(method)
             self.late_call.set()
             raise TurnCancelled(f"{method}() called after the turn ended")
-        self.activity.set()
         if self._cancel.is_set():
             raise TurnCancelled("the turn was cancelled")
+        self.activity.set()  # after the check: a cancel from here on cannot drop this call's record
 
     def _report(self, method: str, event: RuntimeEvent) -> None:
         with self._lock:
@@ -182,15 +182,20 @@ class RecordingSink:
 
     # --- reports -------------------------------------------------------------------------
 
+    # A delta is checked and recorded in one step (`_report`): a cancel that comes once
+    # `activity` is set (a test waiting for the first delta, say) cannot drop the delta that set it.
+
     def text(self, text: str, *, message_id: str | None = None) -> None:
-        self._touch("text")
         if text:  # as the server does: an empty chunk would show as an empty message
             self._report("text", TextDelta(text, message_id))
+        else:
+            self._touch("text")
 
     def thought(self, text: str, *, message_id: str | None = None) -> None:
-        self._touch("thought")
         if text:
             self._report("thought", ThoughtDelta(text, message_id))
+        else:
+            self._touch("thought")
 
     def tool_call(
         self,

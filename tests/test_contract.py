@@ -153,6 +153,23 @@ def test_a_cancelled_recording_sink_stops_a_sleeping_turn_from_another_thread():
     assert record.reason == "cancelled" and record.text.startswith("tick")
 
 
+def test_a_cancel_the_moment_a_delta_sets_activity_keeps_that_delta_and_stops_the_next():
+    """A test that cancels as soon as `activity` is set (the fastest it can) still finds the delta
+    that set it; before, the delta was checked twice and the second check dropped it."""
+    sink = RecordingSink()
+    set_activity = sink.activity.set
+
+    def set_and_cancel() -> None:
+        set_activity()
+        sink.cancel()
+
+    sink.activity.set = set_and_cancel  # type: ignore[method-assign]
+    sink.text("Thi")
+    with pytest.raises(TurnCancelled):
+        sink.text("nking")
+    assert [envelope.event.text for envelope in sink.events] == ["Thi"]
+
+
 def test_the_recording_sink_answers_file_reads_from_its_files_and_its_own_writes():
     sink = RecordingSink()
     sink.write_text_file("x.txt", "1\n2\n3\n")
