@@ -484,9 +484,7 @@ class ThreadSink:
         self._frame_deltas += sum(len(item.parts) for item in self._buffer if isinstance(item, _Deltas))
         dense = isinstance(self._buffer[-1], _Deltas) and self._frame_deltas >= DENSE
         self._paced_until = now + self._frame if dense else 0.0
-        if dense != self._dense:
-            self._dense = dense
-            (LONG_SLICES.hold if dense else LONG_SLICES.release)()
+        self._held(dense)
         items = [item.event() if isinstance(item, _Deltas) else item for item in self._buffer]
         self._buffer.clear()
         self._not_full.notify_all()
@@ -494,9 +492,13 @@ class ThreadSink:
 
     def close(self) -> None:
         """From the loop, once the turn is over (however it ended): a dense stream's hold ends."""
-        if self._dense:
-            self._dense = False
-            LONG_SLICES.release()
+        self._held(False)
+
+    def _held(self, dense: bool) -> None:
+        """LONG_SLICES held while the stream is dense: taken or given back as that changes."""
+        if dense != self._dense:
+            self._dense = dense
+            (LONG_SLICES.hold if dense else LONG_SLICES.release)()
 
     def cancel(self) -> None:
         """From the loop: every later sink call raises, and every pending ask is abandoned."""
